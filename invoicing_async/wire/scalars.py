@@ -1,0 +1,77 @@
+"""Scalar parsing shared by both formats: exact decimals, ISO dates and aware datetimes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal, InvalidOperation
+
+from invoicing_async.errors import DecodeError
+
+_TRUE = frozenset({"true", "1", "t", "yes"})
+_FALSE = frozenset({"false", "0", "f", "no", ""})
+# Larger numbers than this are no real money or id and would let a hostile body make
+# int() or Decimal arithmetic spend unbounded CPU.
+MAX_NUMBER_CHARS = 200
+
+
+def parse_decimal(text: str) -> Decimal:
+    """Exact decimal from text; never through float. Refuses NaN and infinities."""
+    text = text.strip()
+    if len(text) > MAX_NUMBER_CHARS:
+        raise DecodeError(f"number too long ({len(text)} characters)")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise DecodeError(f"not a decimal number: {text[:40]!r}") from None
+    if not value.is_finite():
+        raise DecodeError(f"not a finite decimal number: {text[:40]!r}")
+    return value
+
+
+def parse_int(text: str) -> int:
+    text = text.strip()
+    if len(text) > MAX_NUMBER_CHARS:
+        raise DecodeError(f"integer too long ({len(text)} characters)")
+    try:
+        return int(text)
+    except ValueError:
+        raise DecodeError(f"not an integer: {text[:40]!r}") from None
+
+
+def parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise DecodeError(f"not a boolean: {text[:40]!r}")
+
+
+def parse_date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise DecodeError(f"not a date (YYYY-MM-DD): {text[:40]!r}") from None
+
+
+def parse_datetime(text: str) -> dt.datetime:
+    """ISO 8601 datetime; `Z` means UTC and a value without offset is taken as UTC."""
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise DecodeError(f"not a datetime (ISO 8601): {text[:40]!r}") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value
+
+
+def format_decimal(value: Decimal) -> str:
+    """Plain notation (`60.50`, never `6.05E+1`), so Rails reads it back exactly."""
+    return format(value, "f")
+
+
+def format_datetime(value: dt.datetime) -> str:
+    return value.isoformat()
