@@ -140,9 +140,7 @@ class RateLimitExceeded(HTTPStatusError):
         body: bytes = b"",
     ) -> None:
         self.retry_after = retry_after
-        super().__init__(
-            message, status=status, method=method, url=url, headers=headers, body=body
-        )
+        super().__init__(message, status=status, method=method, url=url, headers=headers, body=body)
 
 
 class NotFoundError(HTTPStatusError):

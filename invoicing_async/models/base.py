@@ -13,9 +13,7 @@ WIRE_NAME = "invoicing.wire_name"
 REQUEST_NAME = "invoicing.request_name"
 
 
-def field(
-    *, wire: str | None = None, request: str | None = None, read_only: bool = False
-) -> Any:
+def field(*, wire: str | None = None, request: str | None = None, read_only: bool = False) -> Any:
     """A model attribute, None unless the service or the caller sets it.
 
     `wire` is the snake_case name on the wire when it differs from the attribute

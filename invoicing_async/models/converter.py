@@ -13,7 +13,6 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from decimal import Decimal
-from functools import cache
 from typing import Any, Literal, TypeVar
 
 import attrs
@@ -158,12 +157,18 @@ def _strip_optional(tp: Any) -> Any:
     return tp
 
 
-@cache
+_SPECS: dict[type[Model], tuple[FieldSpec, ...]] = {}
+
+
 def field_specs(cls: type[Model]) -> tuple[FieldSpec, ...]:
-    """The wire description of each attribute of `cls` except `extra`."""
-    attrs.resolve_types(cls)
+    """The wire description of each attribute of `cls` except `extra` (computed once)."""
+    cached = _SPECS.get(cls)
+    if cached is not None:
+        return cached
+    attrs_cls: Any = cls
+    attrs.resolve_types(attrs_cls)
     specs = []
-    for f in attrs.fields(cls):
+    for f in attrs.fields(attrs_cls):
         if f.name == "extra":
             continue
         base = _strip_optional(f.type)
@@ -183,7 +188,8 @@ def field_specs(cls: type[Model]) -> tuple[FieldSpec, ...]:
                 is_model=isinstance(base, type) and issubclass(base, Model),
             )
         )
-    return tuple(specs)
+    _SPECS[cls] = result = tuple(specs)
+    return result
 
 
 def wire_key(name: str, style: Style) -> str:
@@ -304,7 +310,9 @@ def _value_to_wire(value: Any, style: Style, mode: Mode) -> Any:
     return value
 
 
-def changes_to_wire(cls: type[Model], changes: Mapping[str, Any], *, style: Style) -> dict[str, Any]:
+def changes_to_wire(
+    cls: type[Model], changes: Mapping[str, Any], *, style: Style
+) -> dict[str, Any]:
     """Only the named attributes, for an update. None is sent (as nil) to clear a value.
 
     Unknown names raise `TypeError` and read-only names `ValueError`, before anything
