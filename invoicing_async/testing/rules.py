@@ -1,0 +1,176 @@
+"""The service's business rules as the fake applies them: totals, validation, states."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from invoicing_async.errors import FieldError
+from invoicing_async.models import (
+    Invoice,
+    InvoiceDetail,
+    RecurringTemplate,
+    RecurringTemplateDetail,
+)
+
+__all__ = [
+    "DEFAULT_TAX_RATES",
+    "compute_detail_totals",
+    "compute_invoice_totals",
+    "invoice_errors",
+    "quantity",
+    "template_errors",
+]
+
+CENT = Decimal("0.01")
+DEFAULT_TAX_RATES: dict[int, Decimal] = {1: Decimal("21"), 2: Decimal("9"), 3: Decimal("0")}
+_QUANTITY = re.compile(r"^\s*(-?\d+(?:[.,]\d+)?)")
+
+
+class Unprocessable(Exception):
+    """The request breaks a rule: answered with 422 and these errors."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+class Missing(Exception):
+    """The entity does not exist: answered with 404."""
+
+
+def money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def quantity(amount: str | None) -> Decimal:
+    """The number at the start of a free-text amount (`"2 hours"` -> 2); 1 when none."""
+    if not amount:
+        return Decimal(1)
+    match = _QUANTITY.match(amount)
+    return Decimal(match.group(1).replace(",", ".")) if match else Decimal(1)
+
+
+def compute_detail_totals(
+    line: InvoiceDetail | RecurringTemplateDetail,
+    tax_rates: Mapping[int, Decimal],
+    *,
+    incl_tax: bool,
+) -> None:
+    rate = tax_rates.get(line.tax_rate_id or 0, Decimal(0)) / 100
+    gross = quantity(line.amount) * (line.price or Decimal(0))
+    if incl_tax:
+        line.total_price_incl_tax = money(gross)
+        line.total_price_excl_tax = money(gross / (1 + rate))
+    else:
+        line.total_price_excl_tax = money(gross)
+        line.total_price_incl_tax = money(gross * (1 + rate))
+
+
+def compute_invoice_totals(
+    invoice: Invoice | RecurringTemplate, tax_rates: Mapping[int, Decimal]
+) -> None:
+    """Totals from the lines, the discount (a percentage) and the tax rates."""
+    incl = bool(getattr(invoice, "prices_are_incl_tax", False))
+    show_tax = getattr(invoice, "show_tax", True) is not False
+    factor = 1 - (invoice.discount or Decimal(0)) / 100
+    excl_sum = Decimal(0)
+    incl_sum = Decimal(0)
+    for line in invoice.details:
+        compute_detail_totals(line, tax_rates, incl_tax=incl)
+        excl_sum += line.total_price_excl_tax or 0
+        incl_sum += line.total_price_incl_tax or 0
+    excl_total = money(excl_sum * factor)
+    tax_total = money((incl_sum - excl_sum) * factor) if show_tax else Decimal("0.00")
+    invoice.total_price_excl_tax = excl_total
+    invoice.total_price_incl_tax = excl_total + tax_total
+    if isinstance(invoice, Invoice):
+        invoice.total_tax = tax_total
+        rate = invoice.exchange_rate or Decimal(1)
+        invoice.total_price_excl_tax_base = money(excl_total * rate)
+        invoice.total_price_incl_tax_base = money(invoice.total_price_incl_tax * rate)
+        paid = sum((p.price or Decimal(0) for p in invoice.payments), Decimal(0))
+        invoice.total_paid = money(paid)
+        invoice.total_unpaid = invoice.total_price_incl_tax - invoice.total_paid
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def detail_errors(
+    details: Iterable[InvoiceDetail | RecurringTemplateDetail], tax_rates: Mapping[int, Decimal]
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for line in details:
+        if line.destroy:
+            continue
+        if _blank(line.description):
+            errors.append(FieldError("details.description", "can't be blank"))
+        if line.tax_rate_id is None:
+            errors.append(FieldError("details.tax_rate_id", "can't be blank"))
+        elif line.tax_rate_id not in tax_rates:
+            errors.append(FieldError("details.tax_rate_id", "does not exist"))
+    return errors
+
+
+def invoice_errors(
+    invoice: Invoice, contacts: set[int], tax_rates: Mapping[int, Decimal]
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    names = (invoice.company_name, invoice.firstname, invoice.lastname)
+    if invoice.contact_id is None and all(_blank(n) for n in names):
+        errors.append(FieldError("contact_id", "either contact_id or a name must be given"))
+    elif invoice.contact_id is not None and invoice.contact_id not in contacts:
+        errors.append(FieldError("contact_id", "does not exist"))
+    if not [d for d in invoice.details if not d.destroy]:
+        errors.append(FieldError("details", "should contain at least one line"))
+    errors.extend(detail_errors(invoice.details, tax_rates))
+    return errors
+
+
+def template_errors(
+    template: RecurringTemplate,
+    contacts: set[int],
+    tax_rates: Mapping[int, Decimal],
+    today: dt.date,
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if template.contact_id is None:
+        errors.append(FieldError("contact_id", "can't be blank"))
+    elif template.contact_id not in contacts:
+        errors.append(FieldError("contact_id", "does not exist"))
+    if template.frequency is None:
+        errors.append(FieldError("frequency", "can't be blank"))
+    elif template.frequency < 1:
+        errors.append(FieldError("frequency", "must be greater than 0"))
+    if template.frequency_type is None:
+        errors.append(FieldError("frequency_type", "can't be blank"))
+    elif template.frequency_type not in (1, 2, 3, 4, 5):
+        errors.append(FieldError("frequency_type", "is not included in the list"))
+    if not [d for d in template.details if not d.destroy]:
+        errors.append(FieldError("details", "should contain at least one line"))
+    errors.extend(detail_errors(template.details, tax_rates))
+    if template.start_date is not None and template.start_date <= today:
+        errors.append(FieldError("start_date", "must lie in the future"))
+    return errors
+
+
+def add_period(day: dt.date, frequency_type: int, frequency: int) -> dt.date:
+    """The next run of a template: `frequency` runs per period of `frequency_type`."""
+    if frequency_type == 1:
+        return day + dt.timedelta(days=max(1, 7 // max(1, frequency)))
+    months = {2: 1, 3: 3, 4: 6, 5: 12}.get(frequency_type, 1)
+    step_months = max(1, months // max(1, frequency))
+    month = day.month - 1 + step_months
+    year = day.year + month // 12
+    month = month % 12 + 1
+    for dom in (day.day, 30, 29, 28):
+        try:
+            return dt.date(year, month, dom)
+        except ValueError:
+            continue
+    return dt.date(year, month, 28)
