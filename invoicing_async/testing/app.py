@@ -10,6 +10,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import attrs
 from aiohttp import web
 
 from invoicing_async.errors import FieldError
@@ -41,7 +42,18 @@ _OTHER_AREAS = (
 )
 
 Result = tuple[int, bytes, dict[str, str]]
-Handler = Callable[[Account, web.Request, Format, dict[str, str], bytes], Awaitable[Result]]
+Handler = Callable[["Call"], Awaitable[Result]]
+
+
+@attrs.frozen
+class Call:
+    """One authenticated API request as the handlers see it."""
+
+    account: Account
+    request: web.Request
+    fmt: Format
+    params: dict[str, str]
+    body: bytes
 
 
 def _fmt(request: web.Request) -> Format:
@@ -59,136 +71,103 @@ def _ok(status: int, body: bytes, **headers: str) -> Result:
     return status, body, dict(headers)
 
 
-# -- handlers: (account, request, format, path params, body) -> (status, body, headers) --------
+# -- handlers: a call in, (status, body, extra headers) out ----------------------------------
 
 
-async def list_invoices(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    return _ok(200, dump_list(acc.list_invoices(p.get("filter")), fmt, Invoice))
+async def list_invoices(c: Call) -> Result:
+    return _ok(200, dump_list(c.account.list_invoices(c.params.get("filter")), c.fmt, Invoice))
 
 
-async def advanced_filter(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    params = parse_body(b, fmt, "filter") if b.strip() else {}
+async def advanced_filter(c: Call) -> Result:
+    params = parse_body(c.body, c.fmt, "filter") if c.body.strip() else {}
     params = {k.replace("-", "_"): v for k, v in params.items()}
-    return _ok(200, dump_list(acc.advanced_filter(params), fmt, Invoice))
+    return _ok(200, dump_list(c.account.advanced_filter(params), c.fmt, Invoice))
 
 
-async def get_invoice(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    return _ok(200, dump_model(acc._get(int(p["id"])), fmt, mode="document"))
+async def get_invoice(c: Call) -> Result:
+    return _ok(200, dump_model(c.account._get(int(c.params["id"])), c.fmt, mode="document"))
 
 
-async def get_by_number(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    for invoice in acc.invoices.values():
-        if invoice.invoice_id == p["number"]:
-            return _ok(200, dump_model(invoice, fmt, mode="document"))
-    raise Missing(p["number"])
+async def get_by_number(c: Call) -> Result:
+    for invoice in c.account.invoices.values():
+        if invoice.invoice_id == c.params["number"]:
+            return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+    raise Missing(c.params["number"])
 
 
-async def create_invoice(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    invoice = acc.create_invoice(parse_model(parse_body(b, fmt, "invoice"), Invoice))
-    location = str(req.url.with_path(f"{API_PREFIX}/invoices/{invoice.id}.xml"))
-    return _ok(201, dump_model(invoice, fmt, mode="document"), Location=location)
+async def create_invoice(c: Call) -> Result:
+    invoice = c.account.create_invoice(parse_model(parse_body(c.body, c.fmt, "invoice"), Invoice))
+    location = str(c.request.url.with_path(f"{API_PREFIX}/invoices/{invoice.id}.xml"))
+    return _ok(201, dump_model(invoice, c.fmt, mode="document"), Location=location)
 
 
-async def update_invoice(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    changes = parse_changes(parse_body(b, fmt, "invoice"), Invoice)
-    return _ok(200, dump_model(acc.update_invoice(int(p["id"]), changes), fmt, mode="document"))
+async def update_invoice(c: Call) -> Result:
+    changes = parse_changes(parse_body(c.body, c.fmt, "invoice"), Invoice)
+    invoice = c.account.update_invoice(int(c.params["id"]), changes)
+    return _ok(200, dump_model(invoice, c.fmt, mode="document"))
 
 
-async def send_invoice(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    raw = parse_body(b, fmt, "invoice")
+async def send_invoice(c: Call) -> Result:
+    raw = parse_body(c.body, c.fmt, "invoice")
     payload = {k.replace("-", "_"): v for k, v in raw.items()}
-    reminder = p["action"] == "send_reminder"
-    invoice = acc.send_invoice(int(p["id"]), payload, reminder=reminder)
-    return _ok(200, dump_model(invoice, fmt, mode="document"))
+    reminder = c.params["action"] == "send_reminder"
+    invoice = c.account.send_invoice(int(c.params["id"]), payload, reminder=reminder)
+    return _ok(200, dump_model(invoice, c.fmt, mode="document"))
 
 
-async def register_payment(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    payment = parse_model(parse_body(b, fmt, "payment"), InvoicePayment)
-    stored = acc.register_payment(int(p["id"]), payment)
-    return _ok(201, dump_model(stored, fmt, mode="document"))
+async def register_payment(c: Call) -> Result:
+    payment = parse_model(parse_body(c.body, c.fmt, "payment"), InvoicePayment)
+    stored = c.account.register_payment(int(c.params["id"]), payment)
+    return _ok(201, dump_model(stored, c.fmt, mode="document"))
 
 
-async def delete_invoice(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    acc.delete_invoice(int(p["id"]))
+async def delete_invoice(c: Call) -> Result:
+    c.account.delete_invoice(int(c.params["id"]))
     return _ok(200, b"")
 
 
-async def sync_list(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    entries = acc.sync_list()
-    body = dump_sync_entries(entries, fmt)
-    plan = acc.faults
+async def sync_list(c: Call) -> Result:
+    entries = c.account.sync_list()
+    body = dump_sync_entries(entries, c.fmt)
+    plan = c.account.faults
     if plan.mutate_after_list and entries:
         for entry in plan.rng.sample(entries, min(plan.mutate_after_list, len(entries))):
-            acc.mutate(entry.id)
+            c.account.mutate(entry.id)
     return _ok(200, body)
 
 
-async def sync_fetch(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    return _ok(200, dump_list(acc.sync_fetch(parse_sync_ids(b, fmt)), fmt, Invoice))
+async def sync_fetch(c: Call) -> Result:
+    return _ok(200, dump_list(c.account.sync_fetch(parse_sync_ids(c.body, c.fmt)), c.fmt, Invoice))
 
 
-async def list_templates(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    return _ok(200, dump_list(list(acc.templates.values()), fmt, RecurringTemplate))
+async def list_templates(c: Call) -> Result:
+    return _ok(200, dump_list(list(c.account.templates.values()), c.fmt, RecurringTemplate))
 
 
-async def get_template(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    return _ok(200, dump_model(acc.get_template(int(p["id"])), fmt, mode="document"))
+async def get_template(c: Call) -> Result:
+    return _ok(200, dump_model(c.account.get_template(int(c.params["id"])), c.fmt, mode="document"))
 
 
-async def create_template(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    data = parse_model(parse_body(b, fmt, "recurring_template"), RecurringTemplate)
-    template = acc.create_template(data)
-    location = str(req.url.with_path(f"{API_PREFIX}/recurring_templates/{template.id}.xml"))
-    return _ok(201, dump_model(template, fmt, mode="document"), Location=location)
+async def create_template(c: Call) -> Result:
+    data = parse_model(parse_body(c.body, c.fmt, "recurring_template"), RecurringTemplate)
+    template = c.account.create_template(data)
+    location = str(c.request.url.with_path(f"{API_PREFIX}/recurring_templates/{template.id}.xml"))
+    return _ok(201, dump_model(template, c.fmt, mode="document"), Location=location)
 
 
-async def update_template(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    changes = parse_changes(parse_body(b, fmt, "recurring_template"), RecurringTemplate)
-    template = acc.update_template(int(p["id"]), changes)
-    return _ok(200, dump_model(template, fmt, mode="document"))
+async def update_template(c: Call) -> Result:
+    changes = parse_changes(parse_body(c.body, c.fmt, "recurring_template"), RecurringTemplate)
+    template = c.account.update_template(int(c.params["id"]), changes)
+    return _ok(200, dump_model(template, c.fmt, mode="document"))
 
 
-async def delete_template(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    acc.delete_template(int(p["id"]))
+async def delete_template(c: Call) -> Result:
+    c.account.delete_template(int(c.params["id"]))
     return _ok(200, b"")
 
 
-async def current_session(
-    acc: Account, req: web.Request, fmt: Format, p: dict[str, str], b: bytes
-) -> Result:
-    return _ok(200, dump_model(acc.session(), fmt, mode="document"))
+async def current_session(c: Call) -> Result:
+    return _ok(200, dump_model(c.account.session(), c.fmt, mode="document"))
 
 
 # Order matters: fixed names before `:id`.
@@ -216,7 +195,7 @@ ROUTES: list[tuple[re.Pattern[str], dict[str, Handler]]] = [
     (re.compile(r"/current_session"), {"GET": current_session}),
 ]
 _NOT_IN_API = re.compile(
-    r"/(invoices|recurring_templates)/\d+/[a-z_]+|/(%s)(/.*)?" % "|".join(_OTHER_AREAS)
+    r"/(invoices|recurring_templates)/\d+/[a-z_]+|/(" + "|".join(_OTHER_AREAS) + r")(/.*)?"
 )
 
 
@@ -330,7 +309,7 @@ def build_app(service: FakeInvoicingService) -> web.Application:
         account.counters[handler.__name__] += 1
         account.refresh()
         try:
-            return await handler(account, request, fmt, params, body)
+            return await handler(Call(account, request, fmt, params, body))
         except Missing as exc:
             return 404, _error_body(fmt, f"Not found: {exc}"), {}
         except Unprocessable as exc:

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from invoicing_async.errors import DecodeError, FieldError
 from invoicing_async.models import Model
-from invoicing_async.models.converter import field_specs, structure, wire_key
+from invoicing_async.models.converter import FieldSpec, field_specs, structure, wire_key
 from invoicing_async.models.documents import Format
 from invoicing_async.testing.rules import Unprocessable
 from invoicing_async.wire.json import decode_json
@@ -42,16 +42,17 @@ def parse_changes(raw: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
 
     Collections become lists of such dicts (a line update names only what changes).
     """
-    lookup = {}
+    lookup: dict[str, FieldSpec] = {}
     for spec in field_specs(cls):
         for key in {spec.name, spec.wire, spec.request}:
             lookup[key] = spec
             lookup[wire_key(key, "xml")] = spec
     out: dict[str, Any] = {}
     for key, value in raw.items():
-        spec = lookup.get(key)
-        if spec is None or spec.read_only:
+        found = lookup.get(key)
+        if found is None or found.read_only:
             continue  # unknown or read-only: ignored, as Rails' strong parameters do
+        spec = found
         if spec.item_model is not None:
             if value is None or value == "":
                 out[spec.name] = []
