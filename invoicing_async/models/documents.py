@@ -72,6 +72,8 @@ def load_model(body: bytes, fmt: Format, cls: type[M]) -> M:
         raise DecodeError(f"expected a {expected!r} document, got {root!r}")
     if root is None and not isinstance(value, dict):
         raise DecodeError(f"expected a {expected!r} object, got {type(value).__name__}")
+    if value == "":
+        value = {}  # <invoice/>: an element without attributes
     return structure(value, cls)
 
 
@@ -94,7 +96,7 @@ def _members(body: bytes, fmt: Format, single: str, many: str) -> list[Any]:
         raise DecodeError(f"expected a {many!r} list, got {type(value).__name__}")
     if fmt == "json":
         return [_unwrap_member(m, single) for m in value]
-    return value
+    return [{} if m == "" else m for m in value]
 
 
 def _unwrap_member(member: Any, single: str) -> Any:

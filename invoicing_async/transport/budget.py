@@ -24,6 +24,9 @@ from invoicing_async.errors import RateLimitExceeded
 
 __all__ = ["BudgetSnapshot", "RateBudget"]
 
+# Seconds added to each computed refill wait, so the bucket surely has room on waking.
+_WAKE_MARGIN = 0.001
+
 
 @attrs.frozen
 class BudgetSnapshot:
@@ -107,13 +110,19 @@ class RateBudget:
             return None
         return self._server_remaining - (self._sent - self._server_seq)
 
+    def _level(self) -> float:
+        """The bucket's fill, drained up to now (aiolimiter keeps it in `_level`)."""
+        limiter = self._limiter
+        try:
+            limiter.has_capacity()  # drains the bucket for the time passed
+        except RuntimeError:
+            pass  # no running loop (a repr in a notebook cell): the last known level
+        level: float = getattr(limiter, "_level", float(limiter.max_rate))
+        return level
+
     def _local_wait(self) -> float:
         """Seconds until the bucket lets one more request through (behind those queued)."""
-        limiter = self._limiter
-        if self._waiting == 0 and limiter.has_capacity():
-            return 0.0
-        level: float = getattr(limiter, "_level", float(limiter.max_rate))
-        excess = level + 1 + self._waiting - limiter.max_rate
+        excess = self._level() + 1 + self._waiting - self._limiter.max_rate
         return max(0.0, excess / self._rate)
 
     def _server_wait(self, now: float) -> float:
@@ -158,13 +167,26 @@ class RateBudget:
         seq = self._sent
         self._waiting += 1
         try:
-            await self._limiter.acquire()
+            await self._take_token()
         finally:
             self._waiting -= 1
         now = self._now()
         self._sent_times.append(now)
         self._forget_old(now)
         return seq
+
+    async def _take_token(self) -> None:
+        """Take one token from the bucket, sleeping until it has one.
+
+        We sleep ourselves (a hair past the moment the bucket has room) and then take the
+        token without yielding, rather than queueing inside aiolimiter: its wake-up timers
+        can land a rounding error short of the refill and spin on a virtual clock.
+        """
+        limiter = self._limiter
+        while not limiter.has_capacity():
+            needed = max(0.0, self._level() + 1 - limiter.max_rate) / self._rate
+            await asyncio.sleep(needed + _WAKE_MARGIN)
+        await limiter.acquire()  # has capacity: returns without waiting
 
     def _check_wait(self, wait: float, max_wait: float | None) -> None:
         if max_wait is not None and wait > max_wait + 1e-9:
@@ -212,10 +234,7 @@ class RateBudget:
 
     def available_now(self) -> int:
         """How many requests could go out now without waiting on the bucket or the server."""
-        limiter = self._limiter
-        limiter.has_capacity()  # leaks the bucket up to now
-        level: float = getattr(limiter, "_level", float(limiter.max_rate))
-        local = int(limiter.max_rate - level + 1e-9) - self._waiting
+        local = int(self._limiter.max_rate - self._level() + 1e-9) - self._waiting
         server = self._server_available()
         if server is not None:
             local = min(local, server)

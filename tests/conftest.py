@@ -1,0 +1,47 @@
+"""Shared fixtures: the fake service, clients of it in both formats, a scripted server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+import invoicing_async as ia
+from invoicing_async.testing import FakeInvoicingService
+from tests.scripted import ScriptedServer
+
+
+@pytest.fixture(params=["xml", "json"])
+def fmt(request: pytest.FixtureRequest) -> str:
+    """Every test that takes `fmt` runs once per wire format."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[FakeInvoicingService]:
+    async with FakeInvoicingService(invoices=0) as svc:
+        yield svc
+
+
+@pytest.fixture
+async def client(service: FakeInvoicingService, fmt: str) -> AsyncIterator[ia.InvoicingClient]:
+    async with service.client(format=fmt) as c:
+        yield c
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[ScriptedServer]:
+    async with ScriptedServer() as server:
+        yield server
+
+
+def scripted_client(server: ScriptedServer, fmt: str = "xml", **kwargs: object) -> ia.InvoicingClient:
+    """A client of the scripted server with no retry sleeps and a budget that never binds."""
+    kwargs.setdefault("budget", ia.RateBudget(limit=100_000))
+    kwargs.setdefault("retry", ia.RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0))
+    kwargs.setdefault("auth", ia.BasicAuth("api-user", "s3cret-pw"))
+    return ia.InvoicingClient(
+        server.url,
+        format=fmt,  # type: ignore[arg-type]
+        **kwargs,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,96 @@
+"""A loopback HTTP server that answers what a test scripts and records what it got.
+
+Used instead of aioresponses (which fails on aiohttp 3.14): requests go through the
+real aiohttp client stack, sockets included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+from aiohttp import web
+
+Reply = tuple[int, bytes, dict[str, str]]
+Script = Callable[[web.Request, bytes], Awaitable[Reply | None] | Reply | None]
+
+
+@attrs.frozen
+class Seen:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class ScriptedServer:
+    """Answers each request with the next scripted reply for its (method, path)."""
+
+    def __init__(self) -> None:
+        self.seen: list[Seen] = []
+        self._replies: dict[tuple[str, str], list[Reply | Script]] = {}
+        self._default: Reply = (404, b"no script", {})
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def reply(
+        self,
+        method: str,
+        path: str,
+        status: int = 200,
+        body: bytes | str = b"",
+        headers: dict[str, str] | None = None,
+        *,
+        times: int = 1,
+    ) -> None:
+        raw = body.encode() if isinstance(body, str) else body
+        for _ in range(times):
+            self._replies.setdefault((method, path), []).append((status, raw, headers or {}))
+
+    def script(self, method: str, path: str, fn: Script, *, times: int = 1) -> None:
+        for _ in range(times):
+            self._replies.setdefault((method, path), []).append(fn)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.seen.append(
+            Seen(
+                method=request.method,
+                path=request.path,
+                query=request.query_string,
+                headers=dict(request.headers),
+                body=body,
+            )
+        )
+        queue = self._replies.get((request.method, request.path))
+        entry: Any = queue.pop(0) if queue else self._default
+        if callable(entry):
+            result = entry(request, body)
+            if hasattr(result, "__await__"):
+                result = await result
+            entry = result
+            if entry is None:
+                raise web.HTTPInternalServerError()
+        status, payload, headers = entry
+        return web.Response(status=status, body=payload, headers=headers)
+
+    async def __aenter__(self) -> ScriptedServer:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server: Any = site._server
+        self.port = server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
