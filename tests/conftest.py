@@ -35,7 +35,9 @@ async def scripted() -> AsyncIterator[ScriptedServer]:
         yield server
 
 
-def scripted_client(server: ScriptedServer, fmt: str = "xml", **kwargs: object) -> ia.InvoicingClient:
+def scripted_client(
+    server: ScriptedServer, fmt: str = "xml", **kwargs: object
+) -> ia.InvoicingClient:
     """A client of the scripted server with no retry sleeps and a budget that never binds."""
     kwargs.setdefault("budget", ia.RateBudget(limit=100_000))
     kwargs.setdefault("retry", ia.RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0))

@@ -260,7 +260,8 @@ def _make_list_hook(
             if value == "":
                 return []  # an empty element without type="array"
             raise DecodeError(f"expected a list of {item_cls.__name__}, got {_kind(value)}")
-        return [item_hook(item, item_cls) for item in value]
+        # An empty member element (`<detail/>`) reads as "": a member without attributes.
+        return [item_hook({} if item == "" else item, item_cls) for item in value]
 
     return structure_list
 

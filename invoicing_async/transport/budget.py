@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -113,10 +114,10 @@ class RateBudget:
     def _level(self) -> float:
         """The bucket's fill, drained up to now (aiolimiter keeps it in `_level`)."""
         limiter = self._limiter
-        try:
-            limiter.has_capacity()  # drains the bucket for the time passed
-        except RuntimeError:
-            pass  # no running loop (a repr in a notebook cell): the last known level
+        # Drains the bucket for the time passed; without a running loop (a repr in a
+        # notebook cell) the last known level is the best there is.
+        with contextlib.suppress(RuntimeError):
+            limiter.has_capacity()
         level: float = getattr(limiter, "_level", float(limiter.max_rate))
         return level
 

@@ -18,9 +18,9 @@ TEXT = st.text(
     max_size=30,
 )
 # Money-like values with many digits, and any finite decimal of a sane magnitude.
-DECIMALS = st.decimals(min_value=Decimal("-1e15"), max_value=Decimal("1e15"), places=12) | st.decimals(
-    allow_nan=False, allow_infinity=False, min_value=-(10**20), max_value=10**20
-)
+DECIMALS = st.decimals(
+    min_value=Decimal("-1e15"), max_value=Decimal("1e15"), places=12
+) | st.decimals(allow_nan=False, allow_infinity=False, min_value=-(10**20), max_value=10**20)
 OFFSETS = st.integers(-14 * 60, 14 * 60).map(lambda m: dt.timezone(dt.timedelta(minutes=m)))
 SCALARS: dict[Any, st.SearchStrategy[Any]] = {
     int: st.integers(-(2**53), 2**53),

@@ -64,7 +64,12 @@ def test_current_session_reads_user_root() -> None:
     xml = b"""<user><id type="integer">3</id><email>a@example.com</email><name>Ann</name>
     <language>nl</language><time-zone>Europe/Amsterdam</time-zone><admin type="boolean">true</admin></user>"""
     me = load_model(xml, "xml", CurrentSession)
-    assert (me.id, me.email, me.language, me.time_zone) == (3, "a@example.com", "nl", "Europe/Amsterdam")
+    assert (me.id, me.email, me.language, me.time_zone) == (
+        3,
+        "a@example.com",
+        "nl",
+        "Europe/Amsterdam",
+    )
     assert me.extra == {"admin": True}
 
 
@@ -73,8 +78,12 @@ def test_current_session_reads_user_root() -> None:
     [
         (b"<contact><id>1</id></contact>", "xml", "expected a 'invoice' document"),
         (b'{"contact": {"id": 1}}', "json", "expected a 'invoice' document"),
-        (b'<invoice><id>12a</id></invoice>', "xml", "Invoice.id: not an integer"),
-        (b'{"invoice": {"invoice_date": "31-07-2014"}}', "json", "Invoice.invoice_date: not a date"),
+        (b"<invoice><id>12a</id></invoice>", "xml", "Invoice.id: not an integer"),
+        (
+            b'{"invoice": {"invoice_date": "31-07-2014"}}',
+            "json",
+            "Invoice.invoice_date: not a date",
+        ),
         (b'{"invoice": {"details": {"id": 1}}}', "json", "Invoice.details: expected a list"),
         (b'{"invoice": {"total_paid": true}}', "json", "Invoice.total_paid: expected a decimal"),
         (b'{"invoice": {"details": [{"price": "abc"}]}}', "json", "InvoiceDetail.price"),
@@ -148,9 +157,19 @@ def test_several_xml_errors_and_unreadable_bodies() -> None:
 
 
 def test_request_bodies_leave_read_only_attributes_out() -> None:
-    invoice = Invoice(id=9, state="paid", revision=3, contact_id=7, total_paid=Decimal(1), details=[
-        InvoiceDetail(id=5, description="x", tax_rate_id=1, total_price_incl_tax=Decimal(2), destroy=True)
-    ], extra={"sepa_active": True})
+    invoice = Invoice(
+        id=9,
+        state="paid",
+        revision=3,
+        contact_id=7,
+        total_paid=Decimal(1),
+        details=[
+            InvoiceDetail(
+                id=5, description="x", tax_rate_id=1, total_price_incl_tax=Decimal(2), destroy=True
+            )
+        ],
+        extra={"sepa_active": True},
+    )
     wire = to_wire(invoice, style="xml", mode="request")
     assert wire == {
         "contact-id": 7,
@@ -161,7 +180,9 @@ def test_request_bodies_leave_read_only_attributes_out() -> None:
 
 
 def test_changes_name_only_what_changes_and_refuse_typos() -> None:
-    assert changes_to_wire(Invoice, {"po_number": None, "discount": Decimal("2.5")}, style="xml") == {
+    assert changes_to_wire(
+        Invoice, {"po_number": None, "discount": Decimal("2.5")}, style="xml"
+    ) == {
         "po-number": None,
         "discount": Decimal("2.5"),
     }

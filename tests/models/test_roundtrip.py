@@ -60,7 +60,9 @@ def test_document_round_trip(cls: type[Model], wire: str, data: st.DataObject) -
 @pytest.mark.parametrize("wire", ["xml", "json"])
 @SETTINGS
 @given(data=st.data())
-def test_request_round_trip_sends_only_writable(cls: type[Model], wire: str, data: st.DataObject) -> None:
+def test_request_round_trip_sends_only_writable(
+    cls: type[Model], wire: str, data: st.DataObject
+) -> None:
     model = data.draw(models(cls))
     decoded = load_model(dump_model(model, wire), wire, cls)  # type: ignore[arg-type]
     assert decoded == writable_only(model)

@@ -207,7 +207,9 @@ async def test_get_by_number_escapes_the_path(scripted: ScriptedServer) -> None:
     assert scripted.seen[0].path == API + "/invoices/invoice_id/2014/0096 x.xml"
 
 
-async def test_sync_fetch_sends_at_most_100_ids_a_request(scripted: ScriptedServer, fmt: str) -> None:
+async def test_sync_fetch_sends_at_most_100_ids_a_request(
+    scripted: ScriptedServer, fmt: str
+) -> None:
     path = API + "/invoices/sync_fetch_ids.xml"
     for _ in range(3):
         scripted.reply("POST", path, 200, dump_list([INVOICE], fmt, m.Invoice))  # type: ignore[arg-type]
@@ -226,7 +228,9 @@ async def test_sync_fetch_sends_at_most_100_ids_a_request(scripted: ScriptedServ
 
 
 async def test_create_without_body_follows_location(scripted: ScriptedServer) -> None:
-    scripted.reply("POST", API + "/invoices.xml", 201, b"", {"Location": "https://x/api/v1.0/invoices/42.xml"})
+    scripted.reply(
+        "POST", API + "/invoices.xml", 201, b"", {"Location": "https://x/api/v1.0/invoices/42.xml"}
+    )
     scripted.reply("GET", API + "/invoices/42.xml", 200, doc(INVOICE)("xml"))
     async with scripted_client(scripted) as client:
         created = await client.invoices.create(
@@ -265,7 +269,9 @@ VALIDATION_CASES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("name", "call", "attribute"), VALIDATION_CASES, ids=[v[0] for v in VALIDATION_CASES])
+@pytest.mark.parametrize(
+    ("name", "call", "attribute"), VALIDATION_CASES, ids=[v[0] for v in VALIDATION_CASES]
+)
 async def test_client_side_validation_spends_no_request(
     scripted: ScriptedServer, name: str, call: Any, attribute: str
 ) -> None:

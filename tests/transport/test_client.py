@@ -20,7 +20,9 @@ SESSION = b"<user><id type='integer'>1</id><email>a@example.com</email></user>"
 PATH = "/api/v1.0/current_session.xml"
 
 
-async def test_get_is_retried_after_500_and_each_try_spends_budget(scripted: ScriptedServer) -> None:
+async def test_get_is_retried_after_500_and_each_try_spends_budget(
+    scripted: ScriptedServer,
+) -> None:
     scripted.reply("GET", PATH, 500, times=2)
     scripted.reply("GET", PATH, 200, SESSION)
     events: list[ia.RequestEvent] = []
@@ -55,7 +57,9 @@ async def test_put_and_delete_are_retried(scripted: ScriptedServer) -> None:
     scripted.reply("DELETE", "/api/v1.0/invoices/4.xml", 502)
     scripted.reply("DELETE", "/api/v1.0/invoices/4.xml", 200)
     scripted.reply("PUT", "/api/v1.0/invoices/4.xml", 504)
-    scripted.reply("PUT", "/api/v1.0/invoices/4.xml", 200, b"<invoice><id type='integer'>4</id></invoice>")
+    scripted.reply(
+        "PUT", "/api/v1.0/invoices/4.xml", 200, b"<invoice><id type='integer'>4</id></invoice>"
+    )
     async with scripted_client(scripted) as client:
         await client.invoices.delete(4)
         assert (await client.invoices.update(4, po_number="x")).id == 4
@@ -107,7 +111,8 @@ async def test_403_budget_raises_rate_limit_and_blocks_further_requests(
         with pytest.raises(ia.RateLimitExceeded) as info:
             await client.current_session()
         assert info.value.status == 403
-        assert info.value.retry_after is not None and info.value.retry_after > 5
+        assert info.value.retry_after is not None
+        assert info.value.retry_after > 5
         with pytest.raises(ia.RateLimitExceeded) as second:
             await client.current_session()
         assert second.value.status == 0  # stopped by the client: nothing was sent
@@ -127,7 +132,7 @@ async def test_server_remaining_allows_exactly_that_many_more(scripted: Scripted
 
 
 def test_plain_http_to_a_real_host_is_refused_before_sending() -> None:
-    with pytest.raises(ia.InsecureTransportError, match="acme.example.com"):
+    with pytest.raises(ia.InsecureTransportError, match=r"acme\.example\.com"):
         ia.InvoicingClient("http://acme.example.com", auth=ia.BasicAuth("u", "p"))
     for host in ("http://127.0.0.1:9", "http://localhost:9", "http://[::1]:9", "http://127.8.9.10"):
         ia.InvoicingClient(host, auth=ia.BasicAuth("u", "p"))
@@ -179,7 +184,12 @@ async def test_untrusted_certificate_is_an_error_not_retried() -> None:
 
 async def test_basic_auth_and_negotiation_headers(scripted: ScriptedServer, fmt: str) -> None:
     scripted.reply("PUT", "/api/v1.0/invoices/1.xml", 200, b"")
-    scripted.reply("GET", "/api/v1.0/invoices/1.xml", 200, b'{"invoice": {"id": 1}}' if fmt == "json" else b"<invoice/>")
+    scripted.reply(
+        "GET",
+        "/api/v1.0/invoices/1.xml",
+        200,
+        b'{"invoice": {"id": 1}}' if fmt == "json" else b"<invoice/>",
+    )
     async with scripted_client(scripted, fmt) as client:
         await client.invoices.update(1, po_number="x")
     put, _get = scripted.seen
@@ -233,7 +243,9 @@ class _Validator(RequestValidator):  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("secret", ["token-secret", "wrong-secret"])
-async def test_oauth1_signature_verifies_with_oauthlib(scripted: ScriptedServer, secret: str) -> None:
+async def test_oauth1_signature_verifies_with_oauthlib(
+    scripted: ScriptedServer, secret: str
+) -> None:
     endpoint = SignatureOnlyEndpoint(_Validator())
     verdicts: list[bool] = []
 
@@ -292,7 +304,8 @@ async def test_owned_session_is_closed_and_lazy_use_works(scripted: ScriptedServ
     client = scripted_client(scripted)
     await client.current_session()  # no `async with`: the session opens on first use
     session = client.transport._session
-    assert session is not None and not session.closed
+    assert session is not None
+    assert not session.closed
     await client.aclose()
     assert session.closed
     with pytest.raises(RuntimeError, match="closed"):

@@ -140,7 +140,9 @@ def test_encode_decimal_never_in_exponent_form() -> None:
     assert b'<price type="decimal">60.5</price>' in body
 
 
-@pytest.mark.parametrize("text", ["a & b", "<tag>", "€ 100", "quote \" and '", "  spaces  ", "\u00e9\u4e2d"])
+@pytest.mark.parametrize(
+    "text", ["a & b", "<tag>", "€ 100", "quote \" and '", "  spaces  ", "\u00e9\u4e2d"]
+)
 def test_special_characters_round_trip(text: str) -> None:
     body = encode_xml("invoice", {"po-number": text})
     assert decode_xml(body) == ("invoice", {"po-number": text})
