@@ -126,6 +126,7 @@ class HTTPTransport:
         self._session = session
         self._owns_session = session is None
         self._closed = False
+        self.requests_sent = 0  # every HTTP request, retries and redirects included
         # After the service upgraded us from http to https, go there directly.
         self._upgraded_origin: URL | None = None
 
@@ -250,6 +251,7 @@ class HTTPTransport:
     ) -> tuple[Response, float | None]:
         session = self._get_session()
         seq = await self.budget.acquire(max_wait=max_wait)
+        self.requests_sent += 1
         content_type = CONTENT_TYPES[self.fmt] if body is not None else None
         headers = {
             "Accept": CONTENT_TYPES[self.fmt],

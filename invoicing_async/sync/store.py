@@ -1,0 +1,67 @@
+"""What the sync engine needs from a place that keeps invoices: the `Store` protocol."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from invoicing_async.models import Invoice
+
+__all__ = ["BatchResult", "PendingEntry", "Store"]
+
+
+@attrs.frozen
+class BatchResult:
+    """What committing one fetched batch did."""
+
+    created: list[int]
+    updated: list[int]
+    stale: list[int]  # fetched revision older than (or equal to) the stored one: not written
+
+
+@attrs.frozen
+class PendingEntry:
+    """An id the engine has planned to fetch: its listed revision and fetch attempts so far."""
+
+    id: int
+    revision: int
+    attempts: int = 0
+    quarantined: bool = False
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A local copy of an account's invoices, with their revisions and the pending plan.
+
+    Every method that writes commits before it returns: a batch (invoices and their
+    revisions) in one transaction, so a crash leaves either all of it or none.
+    """
+
+    async def revisions(self) -> dict[int, int]:
+        """Revision of every live (not deleted) invoice, by id."""
+        ...
+
+    async def get(self, invoice_id: int) -> Invoice | None:
+        """The stored invoice, or None when unknown or deleted."""
+        ...
+
+    async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
+        """Write fetched invoices; an older revision never overwrites a newer one."""
+        ...
+
+    async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
+        """Mark invoices deleted (tombstones with the time); returns how many were live."""
+        ...
+
+    async def pending(self) -> dict[int, PendingEntry]:
+        """The plan of the last run that did not finish: ids still to fetch."""
+        ...
+
+    async def save_pending(self, entries: Mapping[int, PendingEntry]) -> None:
+        """Replace the stored plan."""
+        ...
+
+    async def close(self) -> None: ...
