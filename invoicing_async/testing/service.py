@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import ssl
 from types import TracebackType
@@ -139,6 +140,12 @@ class FakeInvoicingService:
     def ssl_context(self) -> ssl.SSLContext | None:
         """A client-side context trusting the server's certificate (None without TLS)."""
         return self._client_ssl
+
+    def write_ca(self, path: str | os.PathLike[str]) -> None:
+        """Write the CA certificate (PEM) that signed the server's certificate."""
+        if self._ca is None:
+            raise RuntimeError("no TLS: the service serves plain http")
+        self._ca.cert_pem.write_to_path(str(path))
 
     def _require_started(self) -> None:
         if self._runner is None:

@@ -1,0 +1,5 @@
+"""`python -m invoicing_async` works like the `invoicing-async` command."""
+
+from invoicing_async.cli import main
+
+raise SystemExit(main())
