@@ -104,14 +104,16 @@ async def test_mass_deletion_and_empty_list_are_refused_unless_forced(
             big_service.account.delete_invoice(ident)
         refused = await SyncEngine(client, store).run()
         assert refused.deleted == 0
-        assert refused.deletions_refused is not None and "50%" in refused.deletions_refused
+        assert refused.deletions_refused is not None
+        assert "50%" in refused.deletions_refused
         assert len(await store.revisions()) == 10
         forced = await SyncEngine(client, store, force_deletions=True).run()
         assert forced.deleted == 6
         for ident in list(big_service.account.invoices):
             big_service.account.delete_invoice(ident)
         empty = await SyncEngine(client, store, max_delete_share=1.0).run()
-    assert empty.deletions_refused is not None and "empty" in empty.deletions_refused
+    assert empty.deletions_refused is not None
+    assert "empty" in empty.deletions_refused
     assert len(await store.revisions()) == 4
 
 
@@ -142,7 +144,8 @@ async def test_an_older_revision_never_overwrites_a_newer_one() -> None:
     result = await store.apply_batch([m.Invoice(id=1, revision=9, po_number="old")])
     assert result.stale == [1]
     stored = await store.get(1)
-    assert stored is not None and stored.po_number == "new"
+    assert stored is not None
+    assert stored.po_number == "new"
 
 
 async def test_listed_but_missing_ids_are_retried_then_quarantined(
@@ -192,7 +195,8 @@ async def test_budget_stop_is_clean_and_the_next_run_continues() -> None:
             assert report.requests == 5  # the burst: 1 list + 4 batches
             assert len(await store.revisions()) == 400
             assert len(report.pending) == 600
-            assert report.eta is not None and report.eta > 0
+            assert report.eta is not None
+            assert report.eta > 0
         # Later (a fresh budget): only the rest is fetched.
         async with service.client() as client:
             resumed = await SyncEngine(client, store).run()
