@@ -235,6 +235,9 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:
                 extra[key.replace("-", "_")] = value
                 continue
             name, hook, tp, is_list = entry
+            if value.__class__ is tp:
+                kwargs[name] = value  # typed by the XML codec already: nothing to convert
+                continue
             if value is None:
                 if is_list:
                     kwargs[name] = []

@@ -16,7 +16,6 @@ MAX_NUMBER_CHARS = 200
 
 def parse_decimal(text: str) -> Decimal:
     """Exact decimal from text; never through float. Refuses NaN and infinities."""
-    text = text.strip()
     if len(text) > MAX_NUMBER_CHARS:
         raise DecodeError(f"number too long ({len(text)} characters)")
     try:
@@ -29,7 +28,7 @@ def parse_decimal(text: str) -> Decimal:
 
 
 def parse_int(text: str) -> int:
-    text = text.strip()
+    # int() and Decimal() skip surrounding white space themselves.
     if len(text) > MAX_NUMBER_CHARS:
         raise DecodeError(f"integer too long ({len(text)} characters)")
     try:

@@ -87,28 +87,29 @@ def xml_error_text(exc: ExpatError) -> str:
 
 
 def _convert(value: Any) -> Any:
+    # The hot loop of decoding: one call per element, so it avoids every needless lookup.
+    cls = value.__class__
+    if cls is str:
+        return value
     if value is None:
         return ""
-    if value.__class__ is str:
-        return value
-    if value.__class__ is list:
+    if cls is list:
         # Repeated elements without type="array": Rails also reads them as a list.
         return [_convert(v) for v in value]
-    attrs_nil = value.get("@nil")
-    if attrs_nil == "true":
-        return None
     typ = value.get("@type")
     if typ is not None:
-        if typ == "array":
-            return _convert_array(value)
         parser = _SCALAR_PARSERS.get(typ)
         if parser is not None:
             text = value.get("#text")
-            if text is None or not text.strip():
-                # Rails writes an empty typed element only for nil; read it as nil.
+            if text is None:
+                # nil="true", or an empty typed element, which Rails writes only for nil.
                 return None
             return parser(text)
-    children = {k: _convert(v) for k, v in value.items() if k[0] not in "@#"}
+        if typ == "array":
+            return None if value.get("@nil") == "true" else _convert_array(value)
+    if value.get("@nil") == "true":
+        return None
+    children = {k: _convert(v) for k, v in value.items() if k[0] != "@" and k[0] != "#"}
     if children:
         return children
     # Untyped (or unknown type) element carrying only text and attributes: a string.

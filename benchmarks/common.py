@@ -1,0 +1,59 @@
+"""What the benchmarks share: the result record and a best-of-N timer."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class Result:
+    """One figure: ours, the bound or baseline it is compared with, and whether it is met.
+
+    `ratio` is ours / baseline; `target` is the largest (or smallest, when
+    `higher_is_better`) ratio that meets the goal.
+    """
+
+    name: str
+    ours: float
+    baseline: float
+    unit: str
+    target: float
+    higher_is_better: bool = False
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.baseline if self.baseline else float("inf")
+
+    @property
+    def met(self) -> bool:
+        return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
+
+    def as_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self)
+        data.update(ratio=round(self.ratio, 4), met=self.met)
+        return data
+
+
+def best_of(fn: Callable[[], object], *, repeat: int = 25) -> float:
+    """The fastest of `repeat` runs, in seconds: the least disturbed by a shared machine.
+
+    The garbage collector is paused while timing (for ours and the baseline alike), so a
+    collection triggered by earlier allocations does not land on one side by chance.
+    """
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return min(times)

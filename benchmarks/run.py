@@ -1,0 +1,58 @@
+"""Run every benchmark, write `benchmarks/results/latest.json` and print a table.
+
+python -m benchmarks.run            # all
+python -m benchmarks.run decode     # those whose module name contains "decode"
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import Result
+
+MODULES = ["bench_decode", "bench_requests", "bench_budget"]
+RESULTS = Path(__file__).parent / "results"
+
+
+def table(results: list[Result]) -> str:
+    lines = [
+        "| benchmark | ours | bound / baseline | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        sign = ">=" if r.higher_is_better else "<="
+        lines.append(
+            f"| {r.name} | {r.ours:.4g} {r.unit} | {r.baseline:.4g} {r.unit} | "
+            f"{r.ratio:.3f} | {sign} {r.target:g} | {'yes' if r.met else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    chosen = [m for m in MODULES if not argv or any(a in m for a in argv)]
+    results: list[Result] = []
+    started = time.perf_counter()
+    for name in chosen:
+        t0 = time.perf_counter()
+        module = importlib.import_module(f"benchmarks.{name}")
+        results.extend(module.run())
+        print(f"{name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    RESULTS.mkdir(exist_ok=True)
+    payload = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "seconds": round(time.perf_counter() - started, 1),
+        "results": [r.as_dict() for r in results],
+    }
+    (RESULTS / "latest.json").write_text(json.dumps(payload, indent=2) + "\n")
+    print(table(results))
+    return 0 if all(r.met for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
