@@ -170,14 +170,53 @@ class SyncEngine:
             report.seconds = time.monotonic() - started
         return report
 
+    async def fetch(self, ids: list[int]) -> SyncReport:
+        """Fetch and store these invoices now, without a sync list (e.g. pushed ids).
+
+        Ids are de-duplicated and fetched in batches of 100: ceil(N/100) requests.
+        Ids the service no longer returns are left for the next full run to tombstone.
+        """
+        started = time.monotonic()
+        first_request = self.client.transport.requests_sent
+        unique = list(dict.fromkeys(ids))
+        stored = await self.store.revisions()
+        entries = {i: PendingEntry(id=i, revision=stored.get(i, 0)) for i in unique}
+        plan = SyncPlan(
+            listed=0,
+            to_fetch=unique,
+            new=sum(1 for i in unique if i not in stored),
+            changed=sum(1 for i in unique if i in stored),
+            unchanged=0,
+            to_delete=[],
+            deletions_refused=None,
+            quarantined=[],
+            pending=entries,
+        )
+        report = SyncReport(planned=len(unique))
+        # One attempt each: an id the service does not return is not retried here.
+        run = _Run(self, plan, report, first_request, max_attempts=1)
+        await run.fetch_all()
+        report.quarantined = []
+        report.pending = sorted(run.queued_ids())
+        report.requests = self.client.transport.requests_sent - first_request
+        report.seconds = time.monotonic() - started
+        return report
+
 
 class _Run:
     """The mutable state of one run's fetch phase."""
 
     def __init__(
-        self, engine: SyncEngine, plan: SyncPlan, report: SyncReport, first_request: int
+        self,
+        engine: SyncEngine,
+        plan: SyncPlan,
+        report: SyncReport,
+        first_request: int,
+        *,
+        max_attempts: int | None = None,
     ) -> None:
         self.engine = engine
+        self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
         self.first_request = first_request
@@ -265,7 +304,7 @@ class _Run:
             if entry is None:
                 continue
             attempts = entry.attempts + 1
-            if attempts >= engine.max_attempts:
+            if attempts >= self.max_attempts:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts, quarantined=True)
                 report.quarantined.append(ident)
                 self.done += 1

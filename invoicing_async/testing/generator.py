@@ -39,7 +39,9 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
         ident = next(account._ids)
         company = rng.choice(_COMPANIES)
         first, last = rng.choice(_FIRST), rng.choice(_LAST)
-        invoice_date = today - dt.timedelta(days=rng.randrange(0, 400))
+        # Half recent (many still open), half from the past year (mostly late or paid).
+        days_back = rng.randrange(0, 45) if rng.random() < 0.5 else rng.randrange(0, 400)
+        invoice_date = today - dt.timedelta(days=days_back)
         created = dt.datetime.combine(invoice_date, dt.time(9, 0), dt.timezone.utc)
         details = [
             InvoiceDetail(

@@ -1,0 +1,104 @@
+"""The command line, run as users run it: in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from invoicing_async.cli import main
+from invoicing_async.testing import FakeInvoicingService
+
+ROOT = Path(__file__).parents[2]
+
+
+async def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "invoicing_async", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_demo_runs_and_reports_minimal_costs(tmp_path: Path) -> None:
+    code, out, _err = await run(
+        "demo", "--invoices", "450", "--no-progress", "--db", str(tmp_path / "d.db")
+    )
+    assert code == 0, out
+    assert "requests   6" in out  # 1 list + 5 batches for 450 invoices
+    assert "Requests: first sync 6 (minimum 6), second 2 (minimum 2), third 1 (minimum 1)" in out
+    rows = (
+        sqlite3.connect(tmp_path / "d.db")
+        .execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL")
+        .fetchone()
+    )
+    assert rows == (446,)  # 450 - 5 deleted + 1 created
+
+
+async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -> None:
+    async with FakeInvoicingService(invoices=120, seed=3) as service:
+        ca = tmp_path / "ca.pem"
+        service.write_ca(ca)
+        args = ("sync", "--base-url", service.base_url, "--username", service.username,
+                "--db", str(tmp_path / "s.db"), "--ca-file", str(ca), "--json")  # fmt: skip
+        code, out, err = await run(*args, env={"INVOICING_PASSWORD": service.password})
+        assert code == 0, err
+        report = json.loads(out)
+        assert (report["created"], report["requests"], report["complete"]) == (120, 3, True)
+        assert service.password not in out + err
+
+        code, out, err = await run(
+            *args[:-1], "--dry-run", env={"INVOICING_PASSWORD": service.password}
+        )
+        assert code == 0, err
+        assert "listed 120: 0 new" in out
+
+        code, out, err = await run(*args, env={"INVOICING_PASSWORD": "wrong-password"})
+        assert code == 1
+        assert "401" in err
+        assert "wrong-password" not in out + err
+
+
+async def test_sync_command_needs_credentials(tmp_path: Path) -> None:
+    env = {"INVOICING_PASSWORD": "", "INVOICING_USERNAME": ""}
+    os.environ.pop("INVOICING_PASSWORD", None)
+    code, _out, err = await run(
+        "sync", "--base-url", "https://acme.example.com", "--db", str(tmp_path / "x.db"), env=env
+    )
+    assert code == 2
+    assert "username" in err
+
+
+async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "invoicing_async", "fake-server", "--port", "0", "--invoices", "10",
+        "--password", "pw-for-test", "--ca-out", str(tmp_path / "ca.pem"),
+        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines = []
+    try:
+        while not lines or "Ctrl-C" not in lines[-1]:
+            lines.append((await asyncio.wait_for(process.stdout.readline(), 30)).decode())
+    finally:
+        process.terminate()
+        await process.wait()
+    text = "".join(lines)
+    assert "base URL:  https://127.0.0.1:" in text
+    assert "password:  pw-for-test" in text
+    assert (tmp_path / "ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert "invoicing-async 0.1.0" in capsys.readouterr().out
