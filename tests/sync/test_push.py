@@ -115,9 +115,10 @@ async def test_pushes_from_the_service_are_fetched_in_one_batch(
             before = len(service.account.requests)
             stop = asyncio.Event()
             task = asyncio.create_task(follow_pushes(engine, receiver, interval=0.05, stop=stop))
-            while receiver.pending:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)
+            for _ in range(100):  # until the follower has taken and fetched the pushes
+                if not receiver.pending and service.account.counters["sync_fetch"] > 1:
+                    break
+                await asyncio.sleep(0.02)  # noqa: ASYNC110 - polling another task's effect
             stop.set()
             (report,) = await task
         assert report.requests == 1  # all pushes, one sync-fetch request
