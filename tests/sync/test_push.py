@@ -118,7 +118,7 @@ async def test_pushes_from_the_service_are_fetched_in_one_batch(
             for _ in range(100):  # until the follower has taken and fetched the pushes
                 if not receiver.pending and service.account.counters["sync_fetch"] > 1:
                     break
-                await asyncio.sleep(0.02)  # noqa: ASYNC110 - polling another task's effect
+                await asyncio.sleep(0.02)
             stop.set()
             (report,) = await task
         assert report.requests == 1  # all pushes, one sync-fetch request
