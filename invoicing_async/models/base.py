@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from typing import Any, ClassVar
 
 import attrs
 
-__all__ = ["Model", "field", "read_only"]
+__all__ = ["DetailLine", "Model", "collection", "extra_field", "field", "read_only"]
 
 READ_ONLY = "invoicing.read_only"
 WIRE_NAME = "invoicing.wire_name"
@@ -67,3 +69,27 @@ class Model:
         from invoicing_async.models.converter import to_dict
 
         return to_dict(self)
+
+
+@attrs.define(kw_only=True, repr=False)
+class DetailLine(Model):
+    """The attributes every line (of an invoice or of a template) has.
+
+    `destroy=True` together with an `id` deletes the line in an update (`_destroy`).
+    """
+
+    _repr_fields: ClassVar[tuple[str, ...]] = ("id", "description", "amount", "price", "destroy")
+
+    id: int | None = field()
+    amount: str | None = field()
+    description: str | None = field()
+    price: Decimal | None = field()
+    tax_rate_id: int | None = field()
+    ledger_account_id: int | None = field()
+    row_order: int | None = field()
+    total_price_excl_tax: Decimal | None = read_only()
+    total_price_incl_tax: Decimal | None = read_only()
+    created_at: dt.datetime | None = read_only()
+    updated_at: dt.datetime | None = read_only()
+    destroy: bool | None = field(wire="_destroy")
+    extra: dict[str, Any] = extra_field()

@@ -8,30 +8,21 @@ from typing import Any, ClassVar
 
 import attrs
 
-from invoicing_async.models.base import Model, collection, extra_field, field, read_only
+from invoicing_async.models.base import (
+    DetailLine,
+    Model,
+    collection,
+    extra_field,
+    field,
+    read_only,
+)
 
 __all__ = ["RecurringTemplate", "RecurringTemplateDetail"]
 
 
 @attrs.define(kw_only=True, repr=False)
-class RecurringTemplateDetail(Model):
-    """One line of a recurring template. `destroy=True` with an `id` deletes it in an update."""
-
-    _repr_fields: ClassVar[tuple[str, ...]] = ("id", "description", "amount", "price", "destroy")
-
-    id: int | None = field()
-    amount: str | None = field()
-    description: str | None = field()
-    price: Decimal | None = field()
-    tax_rate_id: int | None = field()
-    ledger_account_id: int | None = field()
-    row_order: int | None = field()
-    total_price_excl_tax: Decimal | None = read_only()
-    total_price_incl_tax: Decimal | None = read_only()
-    created_at: dt.datetime | None = read_only()
-    updated_at: dt.datetime | None = read_only()
-    destroy: bool | None = field(wire="_destroy")
-    extra: dict[str, Any] = extra_field()
+class RecurringTemplateDetail(DetailLine):
+    """One line of a recurring template (spec 2.7)."""
 
 
 @attrs.define(kw_only=True, repr=False)
