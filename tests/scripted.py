@@ -6,10 +6,12 @@ real aiohttp client stack, sockets included.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import trustme
 from aiohttp import web
 
 Reply = tuple[int, bytes, dict[str, str]]
@@ -28,7 +30,9 @@ class Seen:
 class ScriptedServer:
     """Answers each request with the next scripted reply for its (method, path)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: bool = False) -> None:
+        self.tls = tls
+        self.client_ssl: ssl.SSLContext | None = None
         self.seen: list[Seen] = []
         self._replies: dict[tuple[str, str], list[Reply | Script]] = {}
         self._default: Reply = (404, b"no script", {})
@@ -37,7 +41,7 @@ class ScriptedServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def reply(
         self,
@@ -85,7 +89,14 @@ class ScriptedServer:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        server_ssl = None
+        if self.tls:
+            ca = trustme.CA()
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ca.issue_cert("127.0.0.1").configure_cert(server_ssl)
+            self.client_ssl = ssl.create_default_context()
+            ca.configure_trust(self.client_ssl)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=server_ssl)
         await site.start()
         server: Any = site._server
         self.port = server.sockets[0].getsockname()[1]

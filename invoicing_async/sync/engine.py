@@ -41,6 +41,8 @@ class SyncReport:
     requests: int = 0
     batches: int = 0
     planned: int = 0
+    needed_requests: int = 0  # fetch requests the plan needs when nothing fails
+    budget_available: int = 0  # requests the budget allowed without waiting, at plan time
     pending: list[int] = attrs.field(factory=list)
     quarantined: list[int] = attrs.field(factory=list)
     deletions_refused: str | None = None
@@ -142,7 +144,16 @@ class SyncEngine:
             quarantined=list(plan.quarantined),
             deletions_refused=plan.deletions_refused,
             dry_run=self.dry_run,
+            needed_requests=plan.requests,
+            budget_available=self.client.budget.available_now(),
         )
+        if plan.requests > report.budget_available:
+            logger.info(
+                "the plan needs %d requests, %d are available now: ~%.0fs at the budget's pace",
+                plan.requests,
+                report.budget_available,
+                self.client.budget.time_for(plan.requests),
+            )
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         if self.dry_run:

@@ -191,6 +191,8 @@ async def test_budget_stop_is_clean_and_the_next_run_continues() -> None:
         store = MemoryStore()
         async with service.client(budget=budget, max_wait=0) as client:
             report = await SyncEngine(client, store, concurrency=2).run()
+            assert report.needed_requests == 10
+            assert report.budget_available == 4  # the burst of 5, less the list
             assert report.stopped_for_budget
             assert report.requests == 5  # the burst: 1 list + 4 batches
             assert len(await store.revisions()) == 400

@@ -12,6 +12,8 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async.transport.budget import RateBudget
+from tests.conftest import scripted_client
+from tests.scripted import ScriptedServer
 
 HOUR = 3600.0
 
@@ -134,3 +136,27 @@ def test_default_burst_keeps_steady_pace_within_limit() -> None:
     budget = RateBudget()
     assert budget.burst == 10
     assert budget.burst + budget._rate * budget.period == pytest.approx(350)
+
+
+def test_a_client_as_fast_as_it_can_stays_within_the_hourly_limit() -> None:
+    """The whole client (real sockets to a loopback server) over 3 virtual hours."""
+
+    async def scenario() -> None:
+        sent: list[float] = []
+        async with ScriptedServer() as server:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+
+            def answer(request: object, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+                sent.append(loop.time() - start)
+                return 200, b"<user><id type='integer'>1</id></user>", {}
+
+            server.script("GET", "/api/v1.0/current_session.xml", answer, times=2000)
+            async with scripted_client(server, budget=RateBudget(), max_wait=None) as client:
+                while loop.time() - start < 3 * HOUR:
+                    await client.current_session()
+        inside = [t for t in sent if t < 3 * HOUR]
+        assert max_in_any_window(inside, HOUR) <= 350
+        assert len(inside) >= 0.95 * 3 * 350
+
+    virtual_time(scenario)()

@@ -151,6 +151,15 @@ async def test_redirect_to_another_host_is_not_followed(scripted: ScriptedServer
     assert len(scripted.seen) == 1
 
 
+async def test_redirect_from_https_down_to_http_is_not_followed() -> None:
+    async with ScriptedServer(tls=True) as server:
+        server.reply("GET", PATH, 302, b"", {"Location": f"http://127.0.0.1:{server.port}{PATH}"})
+        async with scripted_client(server, ssl=server.client_ssl) as client:
+            with pytest.raises(ia.RedirectError, match="insecure"):
+                await client.current_session()
+        assert len(server.seen) == 1
+
+
 async def test_redirect_loop_is_an_error(scripted: ScriptedServer) -> None:
     scripted.reply("GET", PATH, 302, b"", {"Location": "/api/v1.0/other.xml"})
     scripted.reply("GET", "/api/v1.0/other.xml", 302, b"", {"Location": PATH})
