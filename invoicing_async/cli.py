@@ -72,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     fake.add_argument("--no-tls", action="store_true", help="serve plain http (loopback only)")
     fake.add_argument("--limit", type=int, default=350, help="requests per hour per account")
     fake.add_argument("--ca-out", type=Path, help="write the CA certificate (PEM) here")
+    fake.add_argument("--latency", type=float, default=0.0, help="seconds added to each response")
+    fake.add_argument(
+        "--accounts",
+        type=int,
+        default=1,
+        help="serve N accounts (the first is --username, then account-2 … account-N), "
+        "each with its own budget and a copy of the same invoices, the same password",
+    )
     return parser
 
 
@@ -176,6 +184,11 @@ async def _fake_server(args: argparse.Namespace) -> int:
         seed=args.seed,
         limit=args.limit,
     )
+    service.account.faults.latency = args.latency
+    for n in range(2, args.accounts + 1):
+        extra = service.add_account(f"account-{n}", password=service.password)
+        extra.invoices = dict(service.account.invoices)  # the same objects: light on memory
+        extra.faults.latency = args.latency
     async with service:
         ca_path = args.ca_out
         if service.tls:
@@ -187,6 +200,8 @@ async def _fake_server(args: argparse.Namespace) -> int:
         if service.http_url:
             print(f"  http URL:  {service.http_url} (redirects to https)")
         print(f"  username:  {service.username}")
+        if args.accounts > 1:
+            print(f"  accounts:  {args.accounts} (account-2 … account-{args.accounts})")
         print(f"  password:  {service.password}")
         if ca_path is not None:
             print(f"  CA (PEM):  {ca_path}")

@@ -17,7 +17,7 @@ from invoicing_async.models.invoice import (
     InvoicePayment,
 )
 from invoicing_async.models.recurring import RecurringTemplate, RecurringTemplateDetail
-from invoicing_async.models.session import CurrentSession, SyncEntry
+from invoicing_async.models.session import CurrentSession, SyncEntry, SyncRevisions
 
 __all__ = [
     "CurrentSession",
@@ -36,4 +36,5 @@ __all__ = [
     "RecurringTemplateDetail",
     "SendMethod",
     "SyncEntry",
+    "SyncRevisions",
 ]

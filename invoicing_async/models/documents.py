@@ -10,9 +10,9 @@ from invoicing_async.models.base import Model
 from invoicing_async.models.converter import Mode, structure, to_wire, wire_key
 from invoicing_async.models.invoice import Invoice, InvoiceDetail, InvoicePayment
 from invoicing_async.models.recurring import RecurringTemplate, RecurringTemplateDetail
-from invoicing_async.models.session import CurrentSession, SyncEntry
+from invoicing_async.models.session import CurrentSession, SyncEntry, SyncRevisions
 from invoicing_async.wire.json import decode_json, encode_json
-from invoicing_async.wire.xml import PlainList, decode_xml, encode_xml
+from invoicing_async.wire.xml import PlainList, decode_xml, decode_xml_members, encode_xml
 
 __all__ = [
     "ROOTS",
@@ -26,6 +26,7 @@ __all__ = [
     "load_list",
     "load_model",
     "load_sync_entries",
+    "load_sync_revisions",
     "root_name",
 ]
 
@@ -117,16 +118,56 @@ def load_list(body: bytes, fmt: Format, cls: type[M]) -> list[M]:
 
 def load_sync_entries(body: bytes, fmt: Format) -> list[SyncEntry]:
     """The sync list: `<invoices>` of `<invoice>` with `id` and `revision` only."""
-    entries = []
-    for member in _members(body, fmt, "invoice", "invoices"):
-        if not isinstance(member, dict):
-            raise DecodeError("sync list member is not an object")
-        try:
-            ident, revision = member["id"], member["revision"]
-        except KeyError as exc:
-            raise DecodeError(f"sync list member without {exc.args[0]!r}") from None
-        entries.append(SyncEntry(id=_as_int(ident, "id"), revision=_as_int(revision, "revision")))
-    return entries
+    return [SyncEntry(id=i, revision=r) for i, r in load_sync_revisions(body, fmt).items()]
+
+
+def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
+    """The sync list as a compact {id: revision} (the highest if an id is listed twice).
+
+    Streamed: each member goes into two integer arrays as it is read, so a list of a
+    million invoices never exists as a million objects.
+    """
+    revisions = SyncRevisions()
+
+    def add(member: Any) -> None:
+        revisions.add(*_sync_member(member))
+
+    if fmt == "xml":
+        root = decode_xml_members(body, add)
+        if _norm(root) not in ("invoices", "invoice"):
+            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
+        return revisions
+
+    def hook(obj: dict[str, Any]) -> Any:
+        if "revision" in obj and "id" in obj:
+            add(obj)
+            return _TAKEN
+        if len(obj) == 1 and next(iter(obj.values())) is _TAKEN:
+            return _TAKEN  # {"invoice": {…}} whose content is already in the dict
+        return obj
+
+    value = decode_json(body, object_hook=hook)
+    if isinstance(value, dict) and len(value) == 1:
+        value = next(iter(value.values()))  # {"invoices": [...]}
+    if not isinstance(value, list):
+        raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
+    for member in value:
+        if member is not _TAKEN:
+            _sync_member(_unwrap_member(member, "invoice"))  # raises, naming what is missing
+    return revisions
+
+
+_TAKEN = object()
+
+
+def _sync_member(member: Any) -> tuple[int, int]:
+    if not isinstance(member, dict):
+        raise DecodeError("sync list member is not an object")
+    try:
+        ident, revision = member["id"], member["revision"]
+    except KeyError as exc:
+        raise DecodeError(f"sync list member without {exc.args[0]!r}") from None
+    return _as_int(ident, "id"), _as_int(revision, "revision")
 
 
 def _as_int(value: Any, name: str) -> int:

@@ -122,7 +122,7 @@ class SyncEngine:
     async def plan(self) -> tuple[SyncPlan, int]:
         """List and diff, without fetching or writing: (plan, requests spent)."""
         before = self.client.transport.requests_sent
-        listed = await self.client.invoices.sync_list_ids()
+        listed = await self.client.invoices.sync_revisions()
         plan = plan_sync(
             listed,
             await self.store.revisions(),

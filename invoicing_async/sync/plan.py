@@ -44,24 +44,27 @@ class SyncPlan:
 
 
 def plan_sync(
-    listed: Sequence[SyncEntry],
+    listed: Mapping[int, int] | Sequence[SyncEntry],
     stored: Mapping[int, int],
     pending: Mapping[int, PendingEntry],
     *,
     max_delete_share: float = 0.5,
     force_deletions: bool = False,
 ) -> SyncPlan:
-    """Compare the sync list with the stored revisions (and the unfinished plan).
+    """Compare the sync list ({id: revision} or entries) with the stored revisions.
 
     An id is fetched when it is new or its listed revision is higher than the stored
     one. Ids quarantined for the same revision are skipped until the revision changes.
     Ids pending from an interrupted run go first, so a resumed run finishes them.
     """
-    listed_revisions: dict[int, int] = {}
-    for entry in listed:
-        listed_revisions[entry.id] = max(
-            entry.revision, listed_revisions.get(entry.id, entry.revision)
-        )
+    listed_revisions: Mapping[int, int]
+    if isinstance(listed, Mapping):
+        listed_revisions = listed
+    else:
+        by_id: dict[int, int] = {}
+        for entry in listed:
+            by_id[entry.id] = max(entry.revision, by_id.get(entry.id, entry.revision))
+        listed_revisions = by_id
     new: list[int] = []
     changed: list[int] = []
     unchanged = 0

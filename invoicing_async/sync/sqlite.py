@@ -101,7 +101,7 @@ class SQLiteStore:
     async def revisions(self) -> dict[int, int]:
         def read() -> dict[int, int]:
             rows = self._db.execute("SELECT id, revision FROM invoices WHERE deleted_at IS NULL")
-            return dict(rows.fetchall())
+            return dict(rows)  # row by row: no list of a million tuples on the way
 
         return await self._run(read)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -28,14 +28,20 @@ def _parse_constant(name: str) -> Any:
     raise DecodeError(f"JSON constant {name} is not a number the service sends")
 
 
-def decode_json(body: bytes | str) -> Any:
-    """Parse JSON; fractions become exact `Decimal`. Every failure is a `DecodeError`."""
+def decode_json(
+    body: bytes | str, *, object_hook: Callable[[dict[str, Any]], Any] | None = None
+) -> Any:
+    """Parse JSON; fractions become exact `Decimal`. Every failure is a `DecodeError`.
+
+    `object_hook` may replace each object as it is parsed (to keep large lists small).
+    """
     try:
         return json.loads(
             body,
             parse_float=Decimal,
             parse_int=_parse_int,
             parse_constant=_parse_constant,
+            object_hook=object_hook,
         )
     except json.JSONDecodeError as exc:
         raise DecodeError(f"malformed JSON: {exc.msg}", position=(exc.lineno, exc.colno)) from None

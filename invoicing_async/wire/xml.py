@@ -26,7 +26,7 @@ from invoicing_async.wire.scalars import (
     parse_int,
 )
 
-__all__ = ["decode_xml", "encode_xml", "member_name"]
+__all__ = ["decode_xml", "decode_xml_members", "encode_xml", "member_name"]
 
 _SCALAR_PARSERS: dict[str, Callable[[str], Any]] = {
     "integer": parse_int,
@@ -78,6 +78,41 @@ def decode_xml(body: bytes | str) -> tuple[str, Any]:
         return root, _convert(value)
     except RecursionError:
         raise DecodeError("XML document nested too deeply") from None
+
+
+def decode_xml_members(body: bytes | str, on_member: Callable[[Any], None]) -> str:
+    """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`.
+
+    The whole tree is never built, so a list of a million members costs only what
+    `on_member` keeps. Returns the root name.
+    """
+    roots: list[str] = []
+
+    def member(path: list[tuple[str, Any]], item: Any) -> bool:
+        if not roots:
+            roots.append(path[0][0])
+        on_member(_convert(item))
+        return True
+
+    try:
+        xmltodict.parse(
+            body,
+            disable_entities=True,
+            strip_whitespace=False,
+            item_depth=2,
+            item_callback=member,
+        )
+    except ExpatError as exc:
+        raise DecodeError(
+            f"malformed XML: {xml_error_text(exc)}", position=(exc.lineno, exc.offset)
+        ) from None
+    except ValueError as exc:  # xmltodict: "entities are disabled"
+        raise DecodeError(f"refused XML: {exc}") from None
+    except RecursionError:
+        raise DecodeError("XML document nested too deeply") from None
+    if roots:
+        return roots[0]
+    return decode_xml(body)[0]  # no members: the document is tiny
 
 
 def xml_error_text(exc: ExpatError) -> str:

@@ -22,6 +22,7 @@ from invoicing_async.models.documents import (
     load_list,
     load_model,
     load_sync_entries,
+    load_sync_revisions,
 )
 
 JSON_INVOICE = b"""{"invoice": {
@@ -211,3 +212,27 @@ def test_repr_is_short_and_to_dict_exports_rows() -> None:
     assert row["id"] == 42
     assert row["details"][0]["price"] == Decimal("60.5")
     assert row["extra"]["sent_at"].startswith("2014")
+
+
+def test_sync_revisions_are_compact_and_handle_odd_orders() -> None:
+    from invoicing_async.models import SyncRevisions
+
+    revisions = SyncRevisions([(5, 50), (2, 20), (5, 40), (9, 90)])
+    assert len(revisions) == 3
+    assert dict(revisions.items()) == {2: 20, 5: 50, 9: 90}  # the highest of a repeated id
+    assert revisions[5] == 50
+    assert 2 in revisions and 3 not in revisions
+    with pytest.raises(KeyError):
+        revisions[3]
+    xml = b"""<invoices type="array"><invoice><id type="integer">3</id>
+    <revision type="integer">7</revision></invoice></invoices>"""
+    loaded = load_sync_revisions(xml, "xml")
+    assert dict(loaded) == {3: 7}
+    assert dict(load_sync_revisions(b"[]", "json")) == {}
+    assert dict(load_sync_revisions(b'<invoices type="array"/>', "xml")) == {}
+    with pytest.raises(DecodeError, match="revision"):
+        load_sync_revisions(b'[{"invoice": {"id": 1}}]', "json")
+    with pytest.raises(DecodeError, match="invoices"):
+        load_sync_revisions(
+            b"<contacts><contact><id>1</id><revision>2</revision></contact></contacts>", "xml"
+        )
