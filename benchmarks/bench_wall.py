@@ -28,12 +28,14 @@ def decode_seconds() -> float:
 
 
 async def _sync() -> float:
-    async with FakeServerProcess(invoices=INVOICES, latency=LATENCY) as server:
-        async with server.client(format="json") as client:
-            await client.current_session()  # connection and TLS set up before timing
-            start = time.perf_counter()
-            report = await SyncEngine(client, MemoryStore(), concurrency=CONCURRENCY).run()
-            elapsed = time.perf_counter() - start
+    async with (
+        FakeServerProcess(invoices=INVOICES, latency=LATENCY) as server,
+        server.client(format="json") as client,
+    ):
+        await client.current_session()  # connection and TLS set up before timing
+        start = time.perf_counter()
+        report = await SyncEngine(client, MemoryStore(), concurrency=CONCURRENCY).run()
+        elapsed = time.perf_counter() - start
     assert report.created == INVOICES
     return elapsed
 

@@ -36,6 +36,20 @@ async def sync(base_url: str, ca: str, db: str) -> None:
     print(f"synced {report.created} in {report.requests} requests", file=sys.stderr)
 
 
+def write_and_read_list(count: int, path: str) -> bytes:
+    """The list as the service sends it, written piece by piece so that making it does
+    not weigh on the figure; a tenth of the revisions are newer than stored."""
+    with open(path, "wb") as out:
+        out.write(b"[")
+        for i in range(1, count + 1):
+            revision = 1001 if i % 10 == 0 else 1000
+            sep = b"," if i > 1 else b""
+            out.write(b'%s{"invoice":{"id":%d,"revision":%d}}' % (sep, i, revision))
+        out.write(b"]")
+    with open(path, "rb") as src:
+        return src.read()
+
+
 async def diff(count: int, db: str) -> None:
     async with SQLiteStore(db) as store:
         # The store holds every invoice; a tenth changed since.
@@ -45,19 +59,7 @@ async def diff(count: int, db: str) -> None:
             ((i, 1000) for i in range(1, count + 1)),
         )
         store._db.execute("COMMIT")
-        # The list as the service sends it, written piece by piece so that making it
-        # does not weigh on the figure.
-        path = f"{db}.list.json"
-        with open(path, "wb") as out:
-            out.write(b"[")
-            for i in range(1, count + 1):
-                revision = 1001 if i % 10 == 0 else 1000
-                out.write(
-                    b'%s{"invoice":{"id":%d,"revision":%d}}' % (b"," if i > 1 else b"", i, revision)
-                )
-            out.write(b"]")
-        with open(path, "rb") as src:
-            body = src.read()
+        body = write_and_read_list(count, f"{db}.list.json")
         baseline = peak_mib()
         entries = load_sync_revisions(body, "json")
         del body

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from benchmarks.common import Result
 
-MODULES = ["bench_decode", "bench_requests", "bench_budget"]
+MODULES = [
+    "bench_decode",
+    "bench_requests",
+    "bench_wall",
+    "bench_memory",
+    "bench_budget",
+    "bench_accounts",
+]
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -6,8 +6,6 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 
-import attrs
-
 from invoicing_async.models import Invoice
 from invoicing_async.sync.store import BatchResult, PendingEntry
 
@@ -57,7 +55,7 @@ class MemoryStore:
             else:
                 stale.append(invoice.id)
                 continue
-            self.invoices[invoice.id] = attrs.evolve(invoice)
+            self.invoices[invoice.id] = invoice
             self.deleted.pop(invoice.id, None)
         return BatchResult(created=created, updated=updated, stale=stale)
 

@@ -221,7 +221,8 @@ def test_sync_revisions_are_compact_and_handle_odd_orders() -> None:
     assert len(revisions) == 3
     assert dict(revisions.items()) == {2: 20, 5: 50, 9: 90}  # the highest of a repeated id
     assert revisions[5] == 50
-    assert 2 in revisions and 3 not in revisions
+    assert 2 in revisions
+    assert 3 not in revisions
     with pytest.raises(KeyError):
         revisions[3]
     xml = b"""<invoices type="array"><invoice><id type="integer">3</id>
