@@ -17,6 +17,12 @@ from invoicing_async.sync import SQLiteStore, SyncEngine, plan_sync
 
 
 def peak_mib() -> float:
+    """This process's own peak RSS. (`ru_maxrss` would include the parent's peak from
+    before exec on Linux; VmHWM belongs to this program alone.)"""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -100,6 +100,7 @@ class SyncEngine:
         max_batch_failures: int = 3,
         max_delete_share: float = 0.5,
         force_deletions: bool = False,
+        quarantine_for: float = 6 * 3600.0,
         wait_for_budget: bool = False,
         dry_run: bool = False,
         on_progress: Callable[[SyncProgress], None] | None = None,
@@ -114,6 +115,7 @@ class SyncEngine:
         self.max_batch_failures = max_batch_failures
         self.max_delete_share = max_delete_share
         self.force_deletions = force_deletions
+        self.quarantine_for = quarantine_for
         self.wait_for_budget = wait_for_budget
         self.dry_run = dry_run
         self.on_progress = on_progress
@@ -129,6 +131,8 @@ class SyncEngine:
             await self.store.pending(),
             max_delete_share=self.max_delete_share,
             force_deletions=self.force_deletions,
+            now=time.time(),
+            quarantine_for=self.quarantine_for,
         )
         return plan, self.client.transport.requests_sent - before
 
@@ -316,11 +320,14 @@ class _Run:
                 continue
             attempts = entry.attempts + 1
             if attempts >= self.max_attempts:
-                self.entries[ident] = attrs.evolve(entry, attempts=attempts, quarantined=True)
+                self.entries[ident] = attrs.evolve(
+                    entry, attempts=attempts, quarantined=True, since=time.time()
+                )
                 report.quarantined.append(ident)
                 self.done += 1
                 logger.warning("invoice %d listed but not returned %d times: quarantined "
-                               "until its revision changes", ident, attempts)  # fmt: skip
+                               "until its revision changes or quarantine_for passes",
+                               ident, attempts)  # fmt: skip
             else:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts)
                 self.queue.append(ident)  # fills the spare room of the last batch

@@ -50,11 +50,15 @@ def plan_sync(
     *,
     max_delete_share: float = 0.5,
     force_deletions: bool = False,
+    now: float = 0.0,
+    quarantine_for: float = float("inf"),
 ) -> SyncPlan:
     """Compare the sync list ({id: revision} or entries) with the stored revisions.
 
     An id is fetched when it is new or its listed revision is higher than the stored
-    one. Ids quarantined for the same revision are skipped until the revision changes.
+    one. Ids quarantined for the same revision are skipped until the revision changes
+    or `quarantine_for` seconds have passed since (`now` is the current Unix time); then
+    they get one more try.
     Ids pending from an interrupted run go first, so a resumed run finishes them.
     """
     listed_revisions: Mapping[int, int]
@@ -78,9 +82,11 @@ def plan_sync(
         before = pending.get(ident)
         attempts = before.attempts if before is not None and before.revision == revision else 0
         if before is not None and before.quarantined and before.revision == revision:
-            quarantined.append(ident)
-            plan_pending[ident] = before
-            continue
+            if now - before.since < quarantine_for:
+                quarantined.append(ident)
+                plan_pending[ident] = before
+                continue
+            attempts = max(0, before.attempts - 1)  # one more try, then quarantine again
         plan_pending[ident] = PendingEntry(id=ident, revision=revision, attempts=attempts)
         (new if have is None else changed).append(ident)
     resumed = [i for i in pending if i in plan_pending and not plan_pending[i].quarantined]

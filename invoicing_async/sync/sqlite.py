@@ -4,6 +4,7 @@ and each invoice's full document, so nothing the service sent is lost."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import sqlite3
@@ -40,7 +41,8 @@ CREATE TABLE IF NOT EXISTS pending (
     id INTEGER PRIMARY KEY,
     revision INTEGER NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    quarantined INTEGER NOT NULL DEFAULT 0
+    quarantined INTEGER NOT NULL DEFAULT 0,
+    since REAL NOT NULL DEFAULT 0
 );
 """
 
@@ -80,7 +82,17 @@ class SQLiteStore:
 
     async def _run(self, fn: Callable[[], T]) -> T:
         async with self._lock:
-            return await asyncio.to_thread(fn)
+            work = asyncio.ensure_future(asyncio.to_thread(fn))
+            try:
+                return await asyncio.shield(work)
+            except asyncio.CancelledError:
+                # A thread cannot be stopped: let it commit or roll back before anyone
+                # else touches the connection (however often we are cancelled meanwhile),
+                # then pass the cancellation on.
+                while not work.done():
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asyncio.wait([work])
+                raise
 
     async def __aenter__(self) -> SQLiteStore:
         return self
@@ -228,23 +240,28 @@ class SQLiteStore:
 
     async def pending(self) -> dict[int, PendingEntry]:
         def read() -> dict[int, PendingEntry]:
-            rows = self._db.execute("SELECT id, revision, attempts, quarantined FROM pending")
+            rows = self._db.execute(
+                "SELECT id, revision, attempts, quarantined, since FROM pending"
+            )
             return {
-                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=bool(q))
-                for i, rev, att, q in rows.fetchall()
+                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=bool(q), since=t)
+                for i, rev, att, q, t in rows.fetchall()
             }
 
         return await self._run(read)
 
     async def save_pending(self, entries: Mapping[int, PendingEntry]) -> None:
-        rows = [(e.id, e.revision, e.attempts, int(e.quarantined)) for e in entries.values()]
+        rows = [
+            (e.id, e.revision, e.attempts, int(e.quarantined), e.since) for e in entries.values()
+        ]
 
         def write() -> None:
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute("DELETE FROM pending")
                 self._db.executemany(
-                    "INSERT INTO pending (id, revision, attempts, quarantined) VALUES (?, ?, ?, ?)",
+                    "INSERT INTO pending (id, revision, attempts, quarantined, since)"
+                    " VALUES (?, ?, ?, ?, ?)",
                     rows,
                 )
 

@@ -30,6 +30,7 @@ class PendingEntry:
     revision: int
     attempts: int = 0
     quarantined: bool = False
+    since: float = 0.0  # when it was quarantined (Unix time)
 
 
 @runtime_checkable

@@ -373,6 +373,7 @@ class Account:
             if len(found) == 100:
                 break  # at most 100 invoices per response; extra ids are ignored
             if ident in self.faults.missing_ids:
+                self.counters["missing"] += 1
                 continue
             invoice = self.invoices.get(ident)
             if invoice is not None:

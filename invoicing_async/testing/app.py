@@ -133,6 +133,7 @@ async def sync_list(c: Call) -> Result:
     if plan.mutate_after_list and entries:
         for entry in plan.rng.sample(entries, min(plan.mutate_after_list, len(entries))):
             c.account.mutate(entry.id)
+            c.account.counters["changed after list"] += 1
     return _ok(200, body)
 
 
@@ -268,6 +269,7 @@ def build_app(service: FakeInvoicingService) -> web.Application:
             )
         )
         if plan.applies_to(request.path) and status < 400 and plan.roll(plan.truncate_rate):
+            account.counters["truncated"] += 1
             return await _truncated(request, status, payload, fmt, headers)
         response = web.Response(status=status, body=payload, headers=headers)
         if payload:

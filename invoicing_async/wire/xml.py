@@ -71,6 +71,8 @@ def decode_xml(body: bytes | str) -> tuple[str, Any]:
         ) from None
     except ValueError as exc:  # xmltodict: "entities are disabled"
         raise DecodeError(f"refused XML: {exc}") from None
+    except LookupError as exc:  # an XML declaration naming an encoding Python lacks
+        raise DecodeError(f"malformed XML: {exc}") from None
     if not isinstance(tree, dict) or len(tree) != 1:
         raise DecodeError("XML document without a single root element")
     ((root, value),) = tree.items()
@@ -108,6 +110,8 @@ def decode_xml_members(body: bytes | str, on_member: Callable[[Any], None]) -> s
         ) from None
     except ValueError as exc:  # xmltodict: "entities are disabled"
         raise DecodeError(f"refused XML: {exc}") from None
+    except LookupError as exc:  # an XML declaration naming an encoding Python lacks
+        raise DecodeError(f"malformed XML: {exc}") from None
     except RecursionError:
         raise DecodeError("XML document nested too deeply") from None
     if roots:

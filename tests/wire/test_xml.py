@@ -77,6 +77,7 @@ def test_list_root_with_zero_one_and_many_members() -> None:
         (b"<invoice><d type='decimal'>12,5</d></invoice>", "not a decimal"),
         (b"<invoice><d type='boolean'>maybe</d></invoice>", "not a boolean"),
         (b"<invoice><d type='decimal'>NaN</d></invoice>", "finite"),
+        (b"<?xml version='1.0' encoding='tf-8'?><invoice/>", "encoding"),  # found by the fuzzer
     ],
 )
 def test_bad_documents_raise_decode_error(body: bytes, fragment: str) -> None:
