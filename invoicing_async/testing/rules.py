@@ -42,6 +42,11 @@ class Missing(Exception):
     """The entity does not exist: answered with 404."""
 
 
+def without(mapping: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """`mapping` less the named keys."""
+    return {k: v for k, v in mapping.items() if k not in names}
+
+
 def money(value: Decimal) -> Decimal:
     return value.quantize(CENT, rounding=ROUND_HALF_UP)
 
