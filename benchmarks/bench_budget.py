@@ -16,7 +16,7 @@ HOURS = 3
 INVOICES = 100_000
 
 
-async def _simulate() -> tuple[int, int, int]:
+async def _simulate() -> tuple[int, int, int, float]:
     """A sync's fetch loop against a server that counts like the real one (sliding hour)."""
     budget = ia.RateBudget()  # 350 per hour, the default
     loop = asyncio.get_running_loop()
@@ -45,26 +45,28 @@ async def _simulate() -> tuple[int, int, int]:
     busiest = max(
         bisect.bisect_left(sent, t + HOUR) - i for i, t in enumerate(sent)
     ) if sent else 0  # fmt: skip
-    return busiest, len(sent), refused
+    return busiest, len(sent), refused, max(sent)
 
 
 def run() -> list[Result]:
     loop = looptime.new_event_loop()
     try:
-        busiest, total, refused = loop.run_until_complete(_simulate())
+        busiest, total, refused, last = loop.run_until_complete(_simulate())
     finally:
         loop.close()
-    allowed = 350 * HOURS
+    # The sync needs 1,001 requests, done before the 3 hours are over: the share is taken
+    # over the time it ran (350 an hour allowed).
+    allowed = 350 * last / HOUR
     return [
         Result("budget: requests in the busiest hour", busiest, 350, "requests", 1.0),
         Result(
-            "budget: share of the 3-hour allowance used",
+            "budget: share of the allowance used while syncing",
             total,
             allowed,
             "requests",
             0.95,
             higher_is_better=True,
-            note=f"{total} of {allowed}",
+            note=f"{total} requests in {last / HOUR:.2f} h, when {allowed:.0f} were allowed",
         ),
         Result("budget: 403s from the server", refused, 1, "responses", 0.0, note="must be 0"),
     ]

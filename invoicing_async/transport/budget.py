@@ -150,31 +150,36 @@ class RateBudget:
         Raises `RateLimitExceeded` at once (without sleeping) when the wait would be
         longer than `max_wait` seconds; `None` waits as long as it takes.
         """
+        deadline = None if max_wait is None else self._now() + max_wait
         while True:
-            now = self._now()
-            server_wait = self._server_wait(now)
-            if server_wait <= 0:
+            server_wait = self._server_wait(self._now())
+            if server_wait > 0:
+                self._check_wait(server_wait, self._left(deadline))
+                await asyncio.sleep(server_wait)
+                # The window we waited for is over: let one request find out what is left.
+                self._server_remaining = None
+                self._server_blocked_until = None
+            self._check_wait(self._local_wait(), self._left(deadline))
+            self._waiting += 1
+            try:
+                await self._take_token()
+            finally:
+                self._waiting -= 1
+            # From here to the return nothing awaits: checking the server's word and
+            # counting this request happen as one step for concurrent callers.
+            available = self._server_available()
+            if available is None or available > 0:
                 break
-            self._check_wait(server_wait, max_wait)
-            await asyncio.sleep(server_wait)
-            if max_wait is not None:
-                max_wait -= server_wait
-            # The window we waited for is over: let one request find out what is left.
-            self._server_remaining = None
-            self._server_blocked_until = None
-        self._check_wait(self._local_wait(), max_wait)
-        # Reserve before awaiting, so concurrent callers see this request as spent.
+            # The server's window filled while we waited for a token (other callers, or
+            # other programs): the token is spent, wait for the server as well.
         self._sent += 1
-        seq = self._sent
-        self._waiting += 1
-        try:
-            await self._take_token()
-        finally:
-            self._waiting -= 1
         now = self._now()
         self._sent_times.append(now)
         self._forget_old(now)
-        return seq
+        return self._sent
+
+    def _left(self, deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - self._now())
 
     async def _take_token(self) -> None:
         """Take one token from the bucket, sleeping until it has one.
