@@ -281,6 +281,28 @@ def structure(data: Any, cls: type[M]) -> M:
 # -- unstructuring ------------------------------------------------------------------------
 
 
+_PLANS: dict[tuple[type[Model], Style, Mode], list[tuple[str, str, bool, bool]]] = {}
+
+
+def _wire_plan(cls: type[Model], style: Style, mode: Mode) -> list[tuple[str, str, bool, bool]]:
+    """(attribute, wire key, sent only when set, is a collection) per attribute, computed once."""
+    plan = _PLANS.get((cls, style, mode))
+    if plan is None:
+        request = mode == "request"
+        plan = [
+            (
+                spec.name,
+                wire_key(spec.request if request else spec.wire, style),
+                request,
+                spec.item_model is not None,
+            )
+            for spec in field_specs(cls)
+            if not (request and spec.read_only)
+        ]
+        _PLANS[(cls, style, mode)] = plan
+    return plan
+
+
 def to_wire(model: Model, *, style: Style, mode: Mode) -> dict[str, Any]:
     """The attributes of `model` as a wire tree for one format.
 
@@ -289,17 +311,16 @@ def to_wire(model: Model, *, style: Style, mode: Mode) -> dict[str, Any]:
     `document`: every attribute as the service writes it, None included, `extra` too.
     """
     out: dict[str, Any] = {}
-    request = mode == "request"
-    for spec in field_specs(type(model)):
-        value = getattr(model, spec.name)
-        if request:
-            if spec.read_only or value is None or (spec.item_model is not None and not value):
+    for name, key, only_set, is_list in _wire_plan(type(model), style, mode):
+        value = getattr(model, name)
+        if is_list:
+            if only_set and not value:
                 continue
-            key = spec.request
-        else:
-            key = spec.wire
-        out[wire_key(key, style)] = _value_to_wire(value, style, mode)
-    if not request:
+            out[key] = [to_wire(v, style=style, mode=mode) if isinstance(v, Model) else v
+                        for v in value]  # fmt: skip
+        elif value is not None or not only_set:
+            out[key] = value
+    if mode == "document":
         extra: dict[str, Any] = getattr(model, "extra", {})
         for key, value in extra.items():
             out.setdefault(wire_key(key, style), value)
