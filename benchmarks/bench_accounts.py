@@ -59,9 +59,10 @@ def run() -> list[Result]:
             ours=per_invoice * 1e6,
             baseline=floor * 1e6,
             unit="us",
-            target=2.0,
+            target=0.0,
+            informational=True,
             note=f"{synced / wall:,.0f} invoices/s overall ({wall:.1f}s wall, {cpu:.1f}s client "
             f"CPU; the fake service has the other core); baseline: JSON decode alone; "
-            "target is ours (no bound was set)",
+            "no target was set",
         )
     ]

@@ -25,6 +25,7 @@ class Result:
     target: float
     higher_is_better: bool = False
     note: str = ""
+    informational: bool = False  # no target was set: reported, not judged
 
     @property
     def ratio(self) -> float:
@@ -32,6 +33,8 @@ class Result:
 
     @property
     def met(self) -> bool:
+        if self.informational:
+            return True
         return self.ratio >= self.target if self.higher_is_better else self.ratio <= self.target
 
     def as_dict(self) -> dict[str, Any]:

@@ -33,9 +33,11 @@ def table(results: list[Result]) -> str:
     ]
     for r in results:
         sign = ">=" if r.higher_is_better else "<="
+        target = "-" if r.informational else f"{sign} {r.target:g}"
+        met = "n/a" if r.informational else ("yes" if r.met else "NO")
         lines.append(
             f"| {r.name} | {r.ours:.4g} {r.unit} | {r.baseline:.4g} {r.unit} | "
-            f"{r.ratio:.3f} | {sign} {r.target:g} | {'yes' if r.met else 'NO'} |"
+            f"{r.ratio:.3f} | {target} | {met} |"
         )
     return "\n".join(lines)
 
@@ -50,13 +52,18 @@ def main(argv: list[str]) -> int:
         results.extend(module.run())
         print(f"{name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     RESULTS.mkdir(exist_ok=True)
+    fresh = {r.name: r.as_dict() for r in results}
+    latest = RESULTS / "latest.json"
+    kept = []
+    if argv and latest.exists():  # a partial run updates its rows and keeps the others
+        kept = [r for r in json.loads(latest.read_text())["results"] if r["name"] not in fresh]
     payload = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "seconds": round(time.perf_counter() - started, 1),
-        "results": [r.as_dict() for r in results],
+        "results": kept + list(fresh.values()),
     }
-    (RESULTS / "latest.json").write_text(json.dumps(payload, indent=2) + "\n")
+    latest.write_text(json.dumps(payload, indent=2) + "\n")
     print(table(results))
     return 0 if all(r.met for r in results) else 1
 
