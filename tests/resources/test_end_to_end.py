@@ -84,6 +84,7 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
     assert paid.state == m.InvoiceState.PAID
     assert paid.total_unpaid == 0
 
+    assert await client.invoices.list() == [paid]
     assert [i.id for i in await client.invoices.list(filter="paid")] == [created.id]
     assert await client.invoices.list(filter="draft") == []
     assert len(await client.invoices.advanced_filter({"state": "paid"})) == 1
