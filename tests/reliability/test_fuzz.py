@@ -21,7 +21,8 @@ from invoicing_async.testing import FakeInvoicingService
 
 pytestmark = pytest.mark.reliability
 
-FUZZ = settings(max_examples=1500, deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+# A generous deadline: a hang fails, a slow shared CI machine does not.
+FUZZ = settings(max_examples=1500, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 SAMPLE = FakeInvoicingService(invoices=3, seed=4)
 VALID = {
     fmt: dump_list(list(SAMPLE.account.invoices.values()), fmt, Invoice)  # type: ignore[arg-type]
