@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import AsyncIterator
+from decimal import Decimal
 
 import aiohttp
 import pytest
@@ -343,3 +344,20 @@ async def test_faults_are_injected(
         async with http.get("/api/v1.0/current_session.xml", headers=XML) as resp:
             await resp.read()
     await asyncio.sleep(0)
+
+
+def test_templates_generate_invoices_on_schedule() -> None:
+    from invoicing_async import models as m
+
+    service = FakeInvoicingService()
+    template = service.account.create_template(
+        m.RecurringTemplate(contact_id=1, frequency=1, frequency_type=2, occurences=2, details=[
+            m.RecurringTemplateDetail(description="Hosting", tax_rate_id=1, price=Decimal("10"))])
+    )  # fmt: skip
+    service.clock.advance(days=70)  # tomorrow, then monthly: two runs, then the limit
+    made = service.account.run_templates()
+    assert len(made) == 2
+    assert {i.recurring_template_id for i in made} == {template.id}
+    assert all(i.total_price_incl_tax == Decimal("12.10") for i in made)
+    assert template.active is False
+    assert template.number_of_occurences == 2
