@@ -61,10 +61,10 @@ def member_name(collection: str) -> str:
     return collection
 
 
-def decode_xml(body: bytes | str) -> tuple[str, Any]:
-    """Parse a document into ``(root name, value)``; every failure is a `DecodeError`."""
+def _parse(body: bytes | str, **options: Any) -> Any:
+    """xmltodict with entities refused; every parser failure becomes a `DecodeError`."""
     try:
-        tree = xmltodict.parse(body, disable_entities=True, strip_whitespace=False)
+        return xmltodict.parse(body, disable_entities=True, strip_whitespace=False, **options)
     except ExpatError as exc:
         raise DecodeError(
             f"malformed XML: {xml_error_text(exc)}", position=(exc.lineno, exc.offset)
@@ -73,6 +73,13 @@ def decode_xml(body: bytes | str) -> tuple[str, Any]:
         raise DecodeError(f"refused XML: {exc}") from None
     except LookupError as exc:  # an XML declaration naming an encoding Python lacks
         raise DecodeError(f"malformed XML: {exc}") from None
+    except RecursionError:
+        raise DecodeError("XML document nested too deeply") from None
+
+
+def decode_xml(body: bytes | str) -> tuple[str, Any]:
+    """Parse a document into ``(root name, value)``; every failure is a `DecodeError`."""
+    tree = _parse(body)
     if not isinstance(tree, dict) or len(tree) != 1:
         raise DecodeError("XML document without a single root element")
     ((root, value),) = tree.items()
@@ -96,24 +103,7 @@ def decode_xml_members(body: bytes | str, on_member: Callable[[Any], None]) -> s
         on_member(_convert(item))
         return True
 
-    try:
-        xmltodict.parse(
-            body,
-            disable_entities=True,
-            strip_whitespace=False,
-            item_depth=2,
-            item_callback=member,
-        )
-    except ExpatError as exc:
-        raise DecodeError(
-            f"malformed XML: {xml_error_text(exc)}", position=(exc.lineno, exc.offset)
-        ) from None
-    except ValueError as exc:  # xmltodict: "entities are disabled"
-        raise DecodeError(f"refused XML: {exc}") from None
-    except LookupError as exc:  # an XML declaration naming an encoding Python lacks
-        raise DecodeError(f"malformed XML: {exc}") from None
-    except RecursionError:
-        raise DecodeError("XML document nested too deeply") from None
+    _parse(body, item_depth=2, item_callback=member)
     if roots:
         return roots[0]
     return decode_xml(body)[0]  # no members: the document is tiny
