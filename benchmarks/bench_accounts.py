@@ -10,8 +10,8 @@ import time
 
 from benchmarks.common import Result, best_of
 from benchmarks.server import FakeServerProcess
+from invoicing_async._models.documents import dump_list, load_list
 from invoicing_async.models import Invoice
-from invoicing_async.models.documents import dump_list, load_list
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 

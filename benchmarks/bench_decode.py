@@ -8,8 +8,8 @@ import json
 import xmltodict
 
 from benchmarks.common import Result, best_of
+from invoicing_async._models.documents import dump_list, load_list
 from invoicing_async.models import Invoice
-from invoicing_async.models.documents import dump_list, load_list
 from invoicing_async.testing import FakeInvoicingService
 
 

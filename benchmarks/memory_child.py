@@ -12,7 +12,7 @@ import ssl
 import sys
 
 import invoicing_async as ia
-from invoicing_async.models.documents import load_sync_revisions
+from invoicing_async._models.documents import load_sync_revisions
 from invoicing_async.sync import SQLiteStore, SyncEngine, plan_sync
 
 

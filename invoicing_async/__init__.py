@@ -1,11 +1,22 @@
-"""invoicing-async: an asyncio client for the Invoicing Service API v1.0."""
+"""invoicing-async: an asyncio client for the Invoicing Service API v1.0.
 
+The public names are the ones below and those of `invoicing_async.models`,
+`invoicing_async.errors`, `invoicing_async.sync` and `invoicing_async.testing`;
+modules whose names start with an underscore are implementation.
+"""
+
+from invoicing_async._client import InvoicingClient
+from invoicing_async._models.documents import Format
+from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
+from invoicing_async._transport.budget import BudgetSnapshot, RateBudget
+from invoicing_async._transport.http import RequestEvent
+from invoicing_async._transport.retry import RetryPolicy
 from invoicing_async._version import __version__
-from invoicing_async.client import InvoicingClient
 from invoicing_async.errors import (
     APIConnectionError,
     APITimeoutError,
     AuthenticationError,
+    ClientClosedError,
     DecodeError,
     FieldError,
     ForbiddenError,
@@ -17,27 +28,23 @@ from invoicing_async.errors import (
     NotImplementedByServerError,
     RateLimitExceeded,
     RedirectError,
+    ResponseTooLargeError,
     ServerError,
     ValidationError,
-)
-from invoicing_async.transport import (
-    BasicAuth,
-    BudgetSnapshot,
-    OAuth1Auth,
-    RateBudget,
-    RequestEvent,
-    RetryPolicy,
 )
 
 __all__ = [
     "APIConnectionError",
     "APITimeoutError",
+    "Auth",
     "AuthenticationError",
     "BasicAuth",
     "BudgetSnapshot",
+    "ClientClosedError",
     "DecodeError",
     "FieldError",
     "ForbiddenError",
+    "Format",
     "HTTPStatusError",
     "InsecureTransportError",
     "InvoicingClient",
@@ -50,6 +57,7 @@ __all__ = [
     "RateLimitExceeded",
     "RedirectError",
     "RequestEvent",
+    "ResponseTooLargeError",
     "RetryPolicy",
     "ServerError",
     "ValidationError",

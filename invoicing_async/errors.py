@@ -15,6 +15,7 @@ __all__ = [
     "APIConnectionError",
     "APITimeoutError",
     "AuthenticationError",
+    "ClientClosedError",
     "DecodeError",
     "FieldError",
     "ForbiddenError",
@@ -26,6 +27,7 @@ __all__ = [
     "NotImplementedByServerError",
     "RateLimitExceeded",
     "RedirectError",
+    "ResponseTooLargeError",
     "ServerError",
     "ValidationError",
 ]
@@ -65,6 +67,14 @@ class DecodeError(InvoicingError):
         self.position = position
 
 
+class ResponseTooLargeError(InvoicingError):
+    """A response larger than `max_response_bytes`: not read further (a limit, not bad data)."""
+
+
+class ClientClosedError(InvoicingError, RuntimeError):
+    """The client was used after `aclose()` (or after its `async with` block): make a new one."""
+
+
 class APIConnectionError(InvoicingError):
     """The request did not get a response: DNS, refused connection, reset, TLS failure.
 
@@ -92,8 +102,6 @@ class HTTPStatusError(InvoicingError):
     with credentials), response headers and the first characters of the body.
     """
 
-    default_hint = "unexpected status"
-
     def __init__(
         self,
         message: str,
@@ -109,7 +117,12 @@ class HTTPStatusError(InvoicingError):
         self.url = url
         self.headers: dict[str, str] = dict(headers or {})
         self.body_excerpt = body[:BODY_EXCERPT_CHARS].decode("utf-8", "replace")
-        super().__init__(f"{method} {url} -> {status}: {message}")
+        request = " ".join(part for part in (method, url) if part)
+        if status:
+            message = f"{request} -> {status}: {message}"
+        elif request:
+            message = f"{request}: {message}"  # status 0: refused before sending
+        super().__init__(message)
 
 
 class AuthenticationError(HTTPStatusError):
@@ -178,12 +191,6 @@ class ValidationError(HTTPStatusError):
     ) -> None:
         self.errors = list(errors)
         summary = "; ".join(str(e) for e in self.errors) or "invalid entity"
-        if status == 0 and not url:
-            # Raised by client-side validation: nothing was sent.
-            Exception.__init__(self, f"not sent, invalid: {summary}")
-            self.status, self.method, self.url = 0, method, url
-            self.headers, self.body_excerpt = {}, ""
-            return
-        super().__init__(
-            f"invalid: {summary}", status=status, method=method, url=url, headers=headers, body=body
-        )
+        # Status 0: raised by client-side validation, nothing was sent.
+        message = f"invalid: {summary}" if status else f"not sent, invalid: {summary}"
+        super().__init__(message, status=status, method=method, url=url, headers=headers, body=body)

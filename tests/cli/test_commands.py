@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from invoicing_async.cli import main
+from invoicing_async._cli import main
 from invoicing_async.testing import FakeInvoicingService
 
 ROOT = Path(__file__).parents[2]

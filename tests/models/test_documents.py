@@ -5,6 +5,16 @@ from decimal import Decimal
 
 import pytest
 
+from invoicing_async._models.converter import changes_to_wire, to_wire
+from invoicing_async._models.documents import (
+    dump_model,
+    dump_sync_fetch_ids,
+    load_field_errors,
+    load_list,
+    load_model,
+    load_sync_entries,
+    load_sync_revisions,
+)
 from invoicing_async.errors import DecodeError, FieldError
 from invoicing_async.models import (
     CurrentSession,
@@ -13,16 +23,6 @@ from invoicing_async.models import (
     InvoiceState,
     PaymentMethod,
     RecurringTemplate,
-)
-from invoicing_async.models.converter import changes_to_wire, to_wire
-from invoicing_async.models.documents import (
-    dump_model,
-    dump_sync_fetch_ids,
-    load_field_errors,
-    load_list,
-    load_model,
-    load_sync_entries,
-    load_sync_revisions,
 )
 
 JSON_INVOICE = b"""{"invoice": {

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from invoicing_async._models.converter import field_specs
+from invoicing_async._models.documents import ROOTS, dump_list, dump_model, load_list, load_model
 from invoicing_async.models import (
     CurrentSession,
     Invoice,
@@ -19,8 +21,6 @@ from invoicing_async.models import (
     RecurringTemplate,
     RecurringTemplateDetail,
 )
-from invoicing_async.models.converter import field_specs
-from invoicing_async.models.documents import ROOTS, dump_list, dump_model, load_list, load_model
 from tests.models.strategies import models
 
 ALL_MODELS = [

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from invoicing_async.errors import DecodeError
-from invoicing_async.models import CurrentSession, Invoice, RecurringTemplate
-from invoicing_async.models.documents import (
+from invoicing_async._models.documents import (
     dump_list,
     load_field_errors,
     load_list,
     load_model,
     load_sync_revisions,
 )
+from invoicing_async.errors import DecodeError
+from invoicing_async.models import CurrentSession, Invoice, RecurringTemplate
 from invoicing_async.testing import FakeInvoicingService
 
 pytestmark = pytest.mark.reliability

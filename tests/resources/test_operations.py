@@ -17,8 +17,9 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async.models.documents import dump_list, dump_model, dump_sync_entries
-from invoicing_async.wire import decode_json, decode_xml
+from invoicing_async._models.documents import dump_list, dump_model, dump_sync_entries
+from invoicing_async._wire.json import decode_json
+from invoicing_async._wire.xml import decode_xml
 from tests.conftest import scripted_client
 from tests.scripted import ScriptedServer
 

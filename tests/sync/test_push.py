@@ -9,8 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from invoicing_async.push import PushReceiver, follow_pushes
-from invoicing_async.sync import MemoryStore, SyncEngine
+from invoicing_async.sync import MemoryStore, PushReceiver, SyncEngine, follow_pushes
 from invoicing_async.testing import FakeInvoicingService, populate
 
 SECRET = "s3cret-push-token-0123456789"

@@ -11,7 +11,7 @@ import looptime
 import pytest
 
 import invoicing_async as ia
-from invoicing_async.transport.budget import RateBudget
+from invoicing_async._transport.budget import RateBudget
 from tests.conftest import scripted_client
 from tests.scripted import ScriptedServer
 

@@ -296,7 +296,7 @@ async def test_secrets_never_in_repr_logs_or_errors(
 async def test_response_size_is_bounded(scripted: ScriptedServer) -> None:
     scripted.reply("GET", PATH, 200, b"<user>" + b"x" * 5000 + b"</user>")
     async with scripted_client(scripted, max_response_bytes=1000) as client:
-        with pytest.raises(ia.DecodeError, match="max_response_bytes"):
+        with pytest.raises(ia.ResponseTooLargeError, match="max_response_bytes"):
             await client.current_session()
 
 

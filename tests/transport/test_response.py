@@ -6,7 +6,7 @@ import pytest
 from multidict import CIMultiDict
 
 import invoicing_async as ia
-from invoicing_async.transport.response import error_for, is_budget_refusal, rate_headers
+from invoicing_async._transport.response import error_for, is_budget_refusal, rate_headers
 
 
 def err(status: int, body: bytes = b"", **headers: str) -> ia.HTTPStatusError | None:

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
+from invoicing_async._wire.json import decode_json, encode_json, unwrap_json
 from invoicing_async.errors import DecodeError
-from invoicing_async.wire.json import decode_json, encode_json, unwrap_json
 
 
 def test_fractions_become_exact_decimals() -> None:

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
+from invoicing_async._wire.xml import PlainList, decode_xml, encode_xml, member_name
 from invoicing_async.errors import DecodeError
-from invoicing_async.wire.xml import PlainList, decode_xml, encode_xml, member_name
 
 RAILS_INVOICE = b"""<?xml version="1.0" encoding="UTF-8"?>
 <invoice>

@@ -1,0 +1,217 @@
+"""The `invoicing-async` command: `demo`, `sync` and `fake-server`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from invoicing_async._version import __version__
+
+__all__ = ["main"]
+
+ENV_USERNAME = "INVOICING_USERNAME"
+ENV_PASSWORD = "INVOICING_PASSWORD"
+ENV_BASE_URL = "INVOICING_BASE_URL"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="invoicing-async",
+        description="Asyncio client and sync engine for the Invoicing Service API v1.0.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser(
+        "demo", help="sync a generated account from the built-in fake service, twice"
+    )
+    demo.add_argument("--invoices", type=int, default=3000, help="invoices to generate")
+    demo.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
+    demo.add_argument("--format", choices=("xml", "json"), default="xml")
+    demo.add_argument("--seed", type=int, default=2014)
+    demo.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sync = commands.add_parser("sync", help="mirror an account's invoices into a SQLite file")
+    sync.add_argument(
+        "--base-url", default=os.environ.get(ENV_BASE_URL), help=f"or ${ENV_BASE_URL}"
+    )
+    sync.add_argument("--db", type=Path, required=True, help="SQLite file to create or update")
+    sync.add_argument(
+        "--username", default=os.environ.get(ENV_USERNAME), help=f"or ${ENV_USERNAME}"
+    )
+    sync.add_argument(
+        "--password-env",
+        default=ENV_PASSWORD,
+        help=f"environment variable holding the password (default ${ENV_PASSWORD}); "
+        "never given on the command line, where other users could read it",
+    )
+    sync.add_argument("--format", choices=("xml", "json"), default="xml")
+    sync.add_argument("--ca-file", type=Path, help="extra CA certificate to trust (PEM)")
+    sync.add_argument("--dry-run", action="store_true", help="list and plan; fetch nothing")
+    sync.add_argument("--json", action="store_true", help="print the report as JSON")
+    sync.add_argument("--wait-for-budget", action="store_true", help="wait for the hourly budget")
+    sync.add_argument("--force-deletions", action="store_true", help="apply mass deletions")
+    sync.add_argument("--concurrency", type=int, default=4)
+    sync.add_argument("--no-progress", action="store_true")
+
+    fake = commands.add_parser("fake-server", help="run the fake service until interrupted")
+    fake.add_argument("--host", default="127.0.0.1")
+    fake.add_argument("--port", type=int, default=8443)
+    fake.add_argument("--invoices", type=int, default=1000)
+    fake.add_argument("--seed", type=int, default=0)
+    fake.add_argument("--username", default="api-user")
+    fake.add_argument("--password", default=None, help="default: a random one, printed")
+    fake.add_argument("--no-tls", action="store_true", help="serve plain http (loopback only)")
+    fake.add_argument("--limit", type=int, default=350, help="requests per hour per account")
+    fake.add_argument("--ca-out", type=Path, help="write the CA certificate (PEM) here")
+    fake.add_argument("--latency", type=float, default=0.0, help="seconds added to each response")
+    fake.add_argument(
+        "--accounts",
+        type=int,
+        default=1,
+        help="serve N accounts (the first is --username, then account-2 … account-N), "
+        "each with its own budget and a copy of the same invoices, the same password",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from invoicing_async._cli.demo import run_demo
+
+            return asyncio.run(
+                run_demo(
+                    invoices=args.invoices,
+                    db=args.db,
+                    fmt=args.format,
+                    seed=args.seed,
+                    progress=not args.no_progress,
+                )
+            )
+        if args.command == "sync":
+            return asyncio.run(_sync(args))
+        return asyncio.run(_fake_server(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _sync(args: argparse.Namespace) -> int:
+    import ssl
+
+    import invoicing_async as ia
+    from invoicing_async._cli.progress import ProgressBar
+    from invoicing_async._sync.engine import SyncEngine
+    from invoicing_async._sync.sqlite import SQLiteStore
+
+    if not args.base_url or not args.username:
+        print("error: --base-url and --username (or their environment variables) are required",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    password = os.environ.get(args.password_env)
+    if password is None:
+        print(f"error: set the password in ${args.password_env}", file=sys.stderr)
+        return 2
+    context = None
+    if args.ca_file:
+        context = ssl.create_default_context(cafile=str(args.ca_file))
+    bar = None if args.no_progress or args.json else ProgressBar("sync")
+    try:
+        async with (
+            ia.InvoicingClient(
+                args.base_url,
+                auth=ia.BasicAuth(args.username, password),
+                format=args.format,
+                ssl=context,
+            ) as client,
+            SQLiteStore(args.db) as store,
+        ):
+            report = await SyncEngine(
+                client,
+                store,
+                concurrency=args.concurrency,
+                dry_run=args.dry_run,
+                wait_for_budget=args.wait_for_budget,
+                force_deletions=args.force_deletions,
+                on_progress=bar.update if bar else None,
+            ).run()
+    except ia.InvoicingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print(json.dumps(report.to_dict(), default=str, indent=2))
+    else:
+        print(_report_line(report))
+    return 0 if report.complete or args.dry_run else 3
+
+
+def _report_line(report: Any) -> str:
+    text = (
+        f"listed {report.listed}: {report.created} new, {report.updated} updated, "
+        f"{report.deleted} deleted, {report.unchanged} unchanged; "
+        f"{report.requests} requests"
+    )
+    if report.stopped_for_budget:
+        text += f"; stopped for the hourly budget, {len(report.pending)} left (~{report.eta:.0f}s)"
+    if report.deletions_refused:
+        text += f"; deletions refused: {report.deletions_refused}"
+    if report.quarantined:
+        text += f"; quarantined: {len(report.quarantined)}"
+    return text
+
+
+async def _fake_server(args: argparse.Namespace) -> int:
+    from invoicing_async.testing import FakeInvoicingService
+
+    service = FakeInvoicingService(
+        host=args.host,
+        port=args.port,
+        tls=not args.no_tls,
+        username=args.username,
+        password=args.password,
+        invoices=args.invoices,
+        seed=args.seed,
+        limit=args.limit,
+    )
+    service.account.faults.latency = args.latency
+    for n in range(2, args.accounts + 1):
+        extra = service.add_account(f"account-{n}", password=service.password)
+        extra.invoices = dict(service.account.invoices)  # the same objects: light on memory
+        extra.faults.latency = args.latency
+    async with service:
+        ca_path = args.ca_out
+        if service.tls:
+            if ca_path is None:
+                ca_path = Path(tempfile.gettempdir()) / "invoicing-async-fake-ca.pem"
+            service.write_ca(ca_path)
+        print(f"Fake Invoicing Service with {args.invoices} invoices")
+        print(f"  base URL:  {service.base_url}")
+        if service.http_url:
+            print(f"  http URL:  {service.http_url} (redirects to https)")
+        print(f"  username:  {service.username}")
+        if args.accounts > 1:
+            print(f"  accounts:  {args.accounts} (account-2 … account-{args.accounts})")
+        print(f"  password:  {service.password}")
+        if ca_path is not None:
+            print(f"  CA (PEM):  {ca_path}")
+            print("  client:    ssl=ssl.create_default_context(cafile=<CA>)")
+        print("Press Ctrl-C to stop.", flush=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

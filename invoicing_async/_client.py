@@ -1,0 +1,124 @@
+"""`InvoicingClient`: one account's API, as an async context manager."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ssl as ssl_module
+from collections.abc import Callable
+from types import TracebackType
+
+import aiohttp
+from yarl import URL
+
+from invoicing_async._models.documents import Format, load_model
+from invoicing_async._resources.invoices import InvoicesResource
+from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
+from invoicing_async._transport.auth import Auth
+from invoicing_async._transport.budget import BudgetSnapshot, RateBudget
+from invoicing_async._transport.http import DEFAULT_MAX_RESPONSE_BYTES, HTTPTransport, RequestEvent
+from invoicing_async._transport.retry import RetryPolicy
+from invoicing_async.models import CurrentSession
+
+__all__ = ["InvoicingClient"]
+
+
+class InvoicingClient:
+    """A client of one account's API.
+
+    Use it as ``async with InvoicingClient(...) as client:``; it then creates its aiohttp
+    session inside the running loop and closes it on exit. A session you pass in
+    (`session=`) is used as is and never closed. Without `async with`, the session is
+    created on the first request and closed by `await client.aclose()`.
+
+    `budget` is the account's `RateBudget` (350 requests per hour by default): give
+    every client of the same account the same instance. A request that would wait
+    longer than `max_wait` seconds for budget raises `RateLimitExceeded` at once
+    (`None`: wait as long as it takes).
+    """
+
+    def __init__(
+        self,
+        base_url: str | URL,
+        *,
+        auth: Auth,
+        format: Format = "xml",
+        budget: RateBudget | None = None,
+        session: aiohttp.ClientSession | None = None,
+        ssl: ssl_module.SSLContext | bool | None = None,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        max_wait: float | None = 60.0,
+        api_prefix: str = "/api/v1.0",
+        validate: bool = True,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        user_agent: str | None = None,
+        on_request: Callable[[RequestEvent], None] | None = None,
+        trace_configs: list[aiohttp.TraceConfig] | None = None,
+        today: Callable[[], dt.date] = dt.date.today,
+    ) -> None:
+        self.budget = budget if budget is not None else RateBudget()
+        self._transport = HTTPTransport(
+            base_url,
+            auth=auth,
+            fmt=format,
+            budget=self.budget,
+            retry=retry if retry is not None else RetryPolicy(),
+            timeout=aiohttp.ClientTimeout(total=timeout, connect=connect_timeout),
+            max_wait=max_wait,
+            api_prefix=api_prefix,
+            session=session,
+            ssl=ssl,
+            max_response_bytes=max_response_bytes,
+            user_agent=user_agent,
+            on_request=on_request,
+            trace_configs=trace_configs,
+        )
+        self.invoices = InvoicesResource(self._transport, validate=validate, today=today)
+        self.recurring_templates = RecurringTemplatesResource(
+            self._transport, validate=validate, today=today
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"InvoicingClient({str(self._transport.base_url)!r}, format={self.format!r}, "
+            f"auth={self._transport.auth!r})"
+        )
+
+    @property
+    def format(self) -> Format:
+        return self._transport.fmt
+
+    @property
+    def base_url(self) -> URL:
+        return self._transport.base_url
+
+    @property
+    def transport(self) -> HTTPTransport:
+        """The session wrapper, for advanced use (raw requests, inspection)."""
+        return self._transport
+
+    def budget_snapshot(self) -> BudgetSnapshot:
+        """Limit, remaining requests and estimated refill, for progress displays."""
+        return self.budget.snapshot()
+
+    async def current_session(self) -> CurrentSession:
+        """The session and active user: GET /current_session.xml (root `<user>`)."""
+        response = await self._transport.request("GET", "/current_session.xml")
+        return load_model(response.body, self.format, CurrentSession)
+
+    async def aclose(self) -> None:
+        """Close the aiohttp session if this client created it."""
+        await self._transport.close()
+
+    async def __aenter__(self) -> InvoicingClient:
+        self._transport._get_session()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,1 @@
+"""Models: attrs classes, the one cattrs converter, and whole documents of either format."""

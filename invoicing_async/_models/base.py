@@ -1,0 +1,95 @@
+"""What every model shares: field metadata (read-only, wire names), a short repr, `to_dict`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any, ClassVar
+
+import attrs
+
+__all__ = ["DetailLine", "Model", "collection", "extra_field", "field", "read_only"]
+
+READ_ONLY = "invoicing.read_only"
+WIRE_NAME = "invoicing.wire_name"
+REQUEST_NAME = "invoicing.request_name"
+
+
+def field(*, wire: str | None = None, request: str | None = None, read_only: bool = False) -> Any:
+    """A model attribute, None unless the service or the caller sets it.
+
+    `wire` is the snake_case name on the wire when it differs from the attribute
+    (`_destroy`); `request` the name used in request bodies (`details_attributes`).
+    """
+    metadata: dict[str, Any] = {READ_ONLY: read_only}
+    if wire is not None:
+        metadata[WIRE_NAME] = wire
+    if request is not None:
+        metadata[REQUEST_NAME] = request
+    return attrs.field(default=None, metadata=metadata)
+
+
+def read_only() -> Any:
+    """An attribute the service returns and clients never send."""
+    return field(read_only=True)
+
+
+def collection(*, request: str | None = None, read_only: bool = False) -> Any:
+    metadata: dict[str, Any] = {READ_ONLY: read_only}
+    if request is not None:
+        metadata[REQUEST_NAME] = request
+    return attrs.field(factory=list, metadata=metadata)
+
+
+def extra_field() -> Any:
+    """Attributes the service sent that the model does not know: kept, never sent back."""
+    return attrs.field(factory=dict, repr=False)
+
+
+class Model:
+    """Base of the attrs models: a repr that fits on a line, and row-friendly export."""
+
+    __slots__ = ()
+    _repr_fields: ClassVar[tuple[str, ...]] = ("id",)
+
+    def __repr__(self) -> str:
+        parts = []
+        for name in self._repr_fields:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                parts.append(f"{name}=[{len(value)} items]")
+            else:
+                parts.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every attribute as plain Python values (`Decimal`, `date` kept), `extra` included."""
+        from invoicing_async._models.converter import to_dict
+
+        return to_dict(self)
+
+
+@attrs.define(kw_only=True, repr=False)
+class DetailLine(Model):
+    """The attributes every line (of an invoice or of a template) has.
+
+    `destroy=True` together with an `id` deletes the line in an update (`_destroy`).
+    """
+
+    _repr_fields: ClassVar[tuple[str, ...]] = ("id", "description", "amount", "price", "destroy")
+
+    id: int | None = field()
+    amount: str | None = field()
+    description: str | None = field()
+    price: Decimal | None = field()
+    tax_rate_id: int | None = field()
+    ledger_account_id: int | None = field()
+    row_order: int | None = field()
+    total_price_excl_tax: Decimal | None = read_only()
+    total_price_incl_tax: Decimal | None = read_only()
+    created_at: dt.datetime | None = read_only()
+    updated_at: dt.datetime | None = read_only()
+    destroy: bool | None = field(wire="_destroy")
+    extra: dict[str, Any] = extra_field()

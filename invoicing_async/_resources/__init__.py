@@ -1,0 +1,1 @@
+"""Resource clients: one class per resource of the specification, returning models."""

@@ -1,0 +1,176 @@
+"""`client.invoices`: the thirteen invoice operations of specification part 4.1."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from invoicing_async._models.converter import changes_to_wire
+from invoicing_async._models.documents import (
+    dump_model,
+    dump_sync_fetch_ids,
+    load_list,
+    load_model,
+    load_sync_entries,
+    load_sync_revisions,
+)
+from invoicing_async._resources import validation
+from invoicing_async._resources.base import Resource, id_from_location, segment
+from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
+
+__all__ = ["SYNC_FETCH_LIMIT", "InvoicesResource"]
+
+SYNC_FETCH_LIMIT = 100
+
+
+class InvoicesResource(Resource):
+    """Invoices of the account. Every method costs one request unless it says otherwise."""
+
+    async def list(self, filter: str | int | None = None) -> builtins.list[Invoice]:
+        """All invoices, or those of a named filter or saved-filter id.
+
+        GET /invoices.xml, or GET /invoices/filter/:filter.xml. Filter names are those of
+        `InvoiceFilter` (`"open"`, `"this_month"`, …); other names and numeric ids of
+        saved filters are passed through.
+        """
+        path = "/invoices.xml" if filter is None else f"/invoices/filter/{segment(filter)}.xml"
+        response = await self._transport.request("GET", path)
+        return load_list(response.body, self._fmt, Invoice)
+
+    async def advanced_filter(
+        self, parameters: Mapping[str, Any], *, root: str = "filter"
+    ) -> builtins.list[Invoice]:
+        """Invoices matching filter parameters: POST /invoices/filter/advanced.xml.
+
+        The specification does not list the parameters; `parameters` is sent as given,
+        wrapped in `root` (`<filter>…</filter>` or `{"filter": {…}}`).
+        """
+        body = self._encode(root, dict(parameters))
+        response = await self._transport.request("POST", "/invoices/filter/advanced.xml", body=body)
+        return load_list(response.body, self._fmt, Invoice)
+
+    async def get(self, invoice_id: int) -> Invoice:
+        """One invoice by its numeric id: GET /invoices/:id.xml. Raises `NotFoundError`."""
+        response = await self._transport.request("GET", f"/invoices/{segment(invoice_id)}.xml")
+        return load_model(response.body, self._fmt, Invoice)
+
+    async def get_by_invoice_id(self, invoice_number: str) -> Invoice:
+        """One invoice by its number (`"2014-0096"`): GET /invoices/invoice_id/:invoice_id.xml."""
+        response = await self._transport.request(
+            "GET", f"/invoices/invoice_id/{segment(invoice_number)}.xml"
+        )
+        return load_model(response.body, self._fmt, Invoice)
+
+    async def create(self, invoice: Invoice) -> Invoice:
+        """Create an invoice (state `draft`): POST /invoices.xml, 201.
+
+        Read-only attributes of `invoice` are not sent. Raises `ValidationError` before
+        sending when the invoice has no lines, no contact, or a line without
+        description or tax_rate_id (unless the client was made with `validate=False`).
+        """
+        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml")
+        response = await self._transport.request(
+            "POST", "/invoices.xml", body=dump_model(invoice, self._fmt)
+        )
+        if response.body.strip():
+            return load_model(response.body, self._fmt, Invoice)
+        return await self.get(id_from_location(response.headers.get("Location")))
+
+    async def update(self, invoice_id: int, **changes: Any) -> Invoice:
+        """Change the named attributes only: PUT /invoices/:id.xml.
+
+        Lines go in `details`: an `InvoiceDetail` without id adds a line, with an id
+        changes it, with `destroy=True` deletes it. `None` clears an attribute. When the
+        service answers without a body, the invoice is fetched (a second request).
+        """
+        path = f"/invoices/{segment(invoice_id)}.xml"
+        self._check(validation.check_invoice_changes(changes), "PUT", path)
+        data = changes_to_wire(Invoice, changes, style=self._fmt)
+        response = await self._transport.request("PUT", path, body=self._encode("invoice", data))
+        return await self._invoice_or_refetch(response.body, invoice_id)
+
+    async def send_invoice(
+        self, invoice_id: int, *, email: str, invoice_email: str, send_method: str
+    ) -> Invoice:
+        """Send the invoice (draft -> open): PUT /invoices/:id/send_invoice.xml.
+
+        `send_method` is `email`, `hand` or `post`. The invoice number and date are
+        assigned now when they were not set.
+        """
+        return await self._send("send_invoice", invoice_id, email, invoice_email, send_method)
+
+    async def send_reminder(
+        self, invoice_id: int, *, email: str, invoice_email: str, send_method: str
+    ) -> Invoice:
+        """Send a payment reminder: PUT /invoices/:id/send_reminder.xml (payload as send)."""
+        return await self._send("send_reminder", invoice_id, email, invoice_email, send_method)
+
+    async def _send(
+        self, action: str, invoice_id: int, email: str, invoice_email: str, send_method: str
+    ) -> Invoice:
+        path = f"/invoices/{segment(invoice_id)}/{action}.xml"
+        self._check(validation.check_send(email, invoice_email, send_method), "PUT", path)
+        data = {"email": email, "invoice_email": invoice_email, "send_method": str(send_method)}
+        if self._fmt == "xml":
+            data = {k.replace("_", "-"): v for k, v in data.items()}
+        response = await self._transport.request("PUT", path, body=self._encode("invoice", data))
+        return await self._invoice_or_refetch(response.body, invoice_id)
+
+    async def register_payment(self, invoice_id: int, payment: InvoicePayment) -> InvoicePayment:
+        """Register a payment: POST /invoices/:id/payments.xml, 201. Returns the payment."""
+        path = f"/invoices/{segment(invoice_id)}/payments.xml"
+        self._check(validation.check_payment(payment), "POST", path)
+        response = await self._transport.request("POST", path, body=dump_model(payment, self._fmt))
+        if response.body.strip():
+            return load_model(response.body, self._fmt, InvoicePayment)
+        return payment
+
+    async def delete(self, invoice_id: int) -> None:
+        """Delete the invoice: DELETE /invoices/:id.xml. Raises `NotFoundError` if unknown."""
+        await self._transport.request("DELETE", f"/invoices/{segment(invoice_id)}.xml")
+
+    async def sync_list_ids(self) -> builtins.list[SyncEntry]:
+        """Id and revision of every invoice: GET /invoices/sync_list_ids.xml."""
+        response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
+        return load_sync_entries(response.body, self._fmt)
+
+    async def sync_revisions(self) -> SyncRevisions:
+        """The sync list as a compact {id: revision}: GET /invoices/sync_list_ids.xml.
+
+        The memory-light form of `sync_list_ids` for very large accounts (what the sync
+        engine uses): 16 bytes an invoice, no object per invoice.
+        """
+        response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
+        return load_sync_revisions(response.body, self._fmt)
+
+    async def sync_fetch_ids(self, ids: Iterable[int]) -> builtins.list[Invoice]:
+        """Full invoices for `ids`: POST /invoices/sync_fetch_ids.xml, 100 ids a request.
+
+        Ids are de-duplicated (first occurrence kept) and sent in requests of at most
+        100, one after the other: ceil(unique ids / 100) requests. Ids the service does
+        not return (deleted meanwhile) are simply absent from the result.
+        """
+        unique = list(dict.fromkeys(int(i) for i in ids))
+        invoices: builtins.list[Invoice] = []
+        for start in range(0, len(unique), SYNC_FETCH_LIMIT):
+            invoices.extend(await self.sync_fetch_batch(unique[start : start + SYNC_FETCH_LIMIT]))
+        return invoices
+
+    async def sync_fetch_batch(self, ids: builtins.list[int]) -> builtins.list[Invoice]:
+        """One sync-fetch request for at most 100 ids (the sync engine's unit of work)."""
+        if len(ids) > SYNC_FETCH_LIMIT:
+            raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
+        if not ids:
+            return []
+        response = await self._transport.request(
+            "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
+        )
+        return load_list(response.body, self._fmt, Invoice)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    async def _invoice_or_refetch(self, body: bytes, invoice_id: int) -> Invoice:
+        if body.strip():
+            return load_model(body, self._fmt, Invoice)
+        return await self.get(invoice_id)

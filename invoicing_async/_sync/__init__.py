@@ -1,0 +1,1 @@
+"""The sync engine, its stores and the push receiver."""

@@ -1,0 +1,117 @@
+"""`SyncPlan`: the diff of the sync list against the store. Pure: no I/O, no clock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from invoicing_async._sync.store import PendingEntry
+from invoicing_async.models import SyncEntry
+
+__all__ = ["BATCH_SIZE", "SyncPlan", "plan_sync"]
+
+BATCH_SIZE = 100
+
+
+@attrs.frozen
+class SyncPlan:
+    """What a run will do: fetch `to_fetch` (in this order), tombstone `to_delete`.
+
+    `deletions_refused` says why deletions are held back (None when they go ahead).
+    `pending` is the plan to persist: every id to fetch, with its listed revision and
+    the attempts it already had.
+    """
+
+    listed: int
+    to_fetch: list[int]
+    new: int
+    changed: int
+    unchanged: int
+    to_delete: list[int]
+    deletions_refused: str | None
+    quarantined: list[int]
+    pending: dict[int, PendingEntry]
+
+    @property
+    def batches(self) -> int:
+        return -(-len(self.to_fetch) // BATCH_SIZE)
+
+    @property
+    def requests(self) -> int:
+        """Requests the fetch needs when nothing fails (the list is already spent)."""
+        return self.batches
+
+
+def plan_sync(
+    listed: Mapping[int, int] | Sequence[SyncEntry],
+    stored: Mapping[int, int],
+    pending: Mapping[int, PendingEntry],
+    *,
+    max_delete_share: float = 0.5,
+    force_deletions: bool = False,
+    now: float = 0.0,
+    quarantine_for: float = float("inf"),
+) -> SyncPlan:
+    """Compare the sync list ({id: revision} or entries) with the stored revisions.
+
+    An id is fetched when it is new or its listed revision is higher than the stored
+    one. Ids quarantined for the same revision are skipped until the revision changes
+    or `quarantine_for` seconds have passed since (`now` is the current Unix time); then
+    they get one more try.
+    Ids pending from an interrupted run go first, so a resumed run finishes them.
+    """
+    listed_revisions: Mapping[int, int]
+    if isinstance(listed, Mapping):
+        listed_revisions = listed
+    else:
+        by_id: dict[int, int] = {}
+        for entry in listed:
+            by_id[entry.id] = max(entry.revision, by_id.get(entry.id, entry.revision))
+        listed_revisions = by_id
+    new: list[int] = []
+    changed: list[int] = []
+    unchanged = 0
+    quarantined: list[int] = []
+    plan_pending: dict[int, PendingEntry] = {}
+    for ident, revision in listed_revisions.items():
+        have = stored.get(ident)
+        if have is not None and revision <= have:
+            unchanged += 1
+            continue
+        before = pending.get(ident)
+        attempts = before.attempts if before is not None and before.revision == revision else 0
+        if before is not None and before.quarantined and before.revision == revision:
+            if now - before.since < quarantine_for:
+                quarantined.append(ident)
+                plan_pending[ident] = before
+                continue
+            attempts = max(0, before.attempts - 1)  # one more try, then quarantine again
+        plan_pending[ident] = PendingEntry(id=ident, revision=revision, attempts=attempts)
+        (new if have is None else changed).append(ident)
+    resumed = [i for i in pending if i in plan_pending and not plan_pending[i].quarantined]
+    rest = [i for i in new + changed if i not in pending]
+    to_fetch = resumed + rest
+
+    gone = [i for i in stored if i not in listed_revisions]
+    refused: str | None = None
+    if gone and not force_deletions:
+        if not listed_revisions:
+            refused = "the sync list is empty; refusing to delete every stored invoice"
+        elif len(gone) > max_delete_share * len(stored):
+            refused = (
+                f"{len(gone)} of {len(stored)} stored invoices are missing from the sync list, "
+                f"more than max_delete_share={max_delete_share:.0%}; run with force_deletions "
+                "if this is real"
+            )
+    return SyncPlan(
+        listed=len(listed_revisions),
+        to_fetch=to_fetch,
+        new=len(new),
+        changed=len(changed),
+        unchanged=unchanged,
+        to_delete=[] if refused else gone,
+        deletions_refused=refused,
+        quarantined=quarantined,
+        pending=plan_pending,
+    )

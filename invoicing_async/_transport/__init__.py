@@ -1,0 +1,1 @@
+"""Transport: the session wrapper (auth, rate budget, retries, redirects, error mapping)."""

@@ -1,0 +1,129 @@
+"""From status, headers and body to a result or a typed error: no I/O, so it tests alone."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import attrs
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from invoicing_async._models.documents import Format, load_field_errors
+from invoicing_async.errors import (
+    AuthenticationError,
+    ForbiddenError,
+    HTTPStatusError,
+    NotAcceptableError,
+    NotFoundError,
+    NotImplementedByServerError,
+    RateLimitExceeded,
+    ServerError,
+    ValidationError,
+)
+
+__all__ = ["RateHeaders", "Response", "error_for", "is_budget_refusal", "rate_headers"]
+
+_RATE_BODY = re.compile(rb"rate.?limit|limit exceeded|too many requests", re.IGNORECASE)
+
+Headers = Mapping[str, str] | CIMultiDictProxy[str] | CIMultiDict[str]
+
+
+@attrs.frozen
+class Response:
+    """A response as the layers above see it: the final URL, status, headers and body."""
+
+    status: int
+    headers: CIMultiDictProxy[str] | CIMultiDict[str]
+    body: bytes
+    url: str
+    method: str
+
+
+@attrs.frozen
+class RateHeaders:
+    limit: int | None
+    remaining: int | None
+
+
+def _header_int(headers: Headers, name: str) -> int | None:
+    ci = headers if isinstance(headers, (CIMultiDict, CIMultiDictProxy)) else CIMultiDict(headers)
+    raw = ci.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(raw.strip())
+    except ValueError:
+        return None
+
+
+def rate_headers(headers: Headers) -> RateHeaders:
+    """`X-RateLimit-Limit` / `X-RateLimit-Remaining`, read case-insensitively."""
+    return RateHeaders(
+        limit=_header_int(headers, "X-RateLimit-Limit"),
+        remaining=_header_int(headers, "X-RateLimit-Remaining"),
+    )
+
+
+def is_budget_refusal(status: int, headers: Headers, body: bytes) -> bool:
+    """A 403 that means "hourly budget spent", told apart from other refusals."""
+    if status != 403:
+        return False
+    if rate_headers(headers).remaining == 0:
+        return True
+    return bool(_RATE_BODY.search(body[:2000]))
+
+
+_STATUS_ERRORS: dict[int, tuple[type[HTTPStatusError], str]] = {
+    401: (AuthenticationError, "authorization required: no or wrong credentials"),
+    403: (ForbiddenError, "forbidden"),
+    404: (NotFoundError, "not found: the entity or action does not exist"),
+    406: (NotAcceptableError, "not accepted: the action is not available in the API"),
+    501: (NotImplementedByServerError, "not implemented: the action is not available in the API"),
+}
+
+
+def error_for(
+    status: int,
+    headers: Headers,
+    body: bytes,
+    *,
+    fmt: Format,
+    method: str,
+    url: str,
+    retry_after: float | None = None,
+) -> HTTPStatusError | None:
+    """The exception a response stands for, or None for 2xx.
+
+    `retry_after` is the budget's estimate, used for `RateLimitExceeded`.
+    """
+    if 200 <= status < 300:
+        return None
+
+    def make(cls: type[HTTPStatusError], message: str) -> HTTPStatusError:
+        return cls(message, status=status, method=method, url=url, headers=headers, body=body)
+
+    if status == 422:
+        return ValidationError(
+            load_field_errors(body, fmt),
+            status=status,
+            method=method,
+            url=url,
+            headers=headers,
+            body=body,
+        )
+    if is_budget_refusal(status, headers, body):
+        when = f"; capacity returns in ~{retry_after:.0f}s" if retry_after is not None else ""
+        return RateLimitExceeded(
+            f"hourly request budget spent (the server refused){when}",
+            retry_after=retry_after,
+            status=status,
+            method=method,
+            url=url,
+            headers=headers,
+            body=body,
+        )
+    if status in _STATUS_ERRORS:
+        return make(*_STATUS_ERRORS[status])
+    if status >= 500:
+        return make(ServerError, "server error: processing failed on the service side")
+    return make(HTTPStatusError, f"unexpected status {status}")

@@ -1,0 +1,408 @@
+"""One account of the fake service: its invoices, templates, counters and rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import itertools
+import secrets
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+
+from invoicing_async.errors import FieldError
+from invoicing_async.models import (
+    CurrentSession,
+    Invoice,
+    InvoiceDetail,
+    InvoiceHistoryRecord,
+    InvoicePayment,
+    RecurringTemplate,
+    SyncEntry,
+)
+from invoicing_async.testing._clock import FakeClock
+from invoicing_async.testing._faults import FaultPlan
+from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
+from invoicing_async.testing._rules import (
+    DEFAULT_TAX_RATES,
+    Missing,
+    Unprocessable,
+    compute_invoice_totals,
+    invoice_errors,
+    without,
+)
+from invoicing_async.testing._templates import TemplateOperations
+
+__all__ = ["Account", "PushEvent", "RecordedRequest"]
+
+SEND_METHODS = ("email", "hand", "post")
+
+
+@attrs.frozen
+class RecordedRequest:
+    """What the client sent (the Authorization header is not kept) and what it got."""
+
+    account: str | None
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int
+    at: float
+
+
+@attrs.frozen
+class PushEvent:
+    invoice_id: int
+    state: str
+
+
+class Account(TemplateOperations):
+    """An account's data and the operations of the API on it."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        username: str,
+        password: str,
+        clock: FakeClock,
+        limit: int = 350,
+        period: float = 3600.0,
+        window_rule: WindowRule = "fixed",
+        contacts: Iterable[int] = range(1, 101),
+        tax_rates: Mapping[int, Decimal] | None = None,
+        push_url: str | None = None,
+        user_id: int = 1,
+    ) -> None:
+        self.name = name
+        self.username = username
+        self.password = password
+        self.clock = clock
+        self.window = RequestWindow(clock.monotonic, limit=limit, period=period, rule=window_rule)
+        self.contacts = set(contacts)
+        self.tax_rates = dict(tax_rates or DEFAULT_TAX_RATES)
+        self.push_url = push_url
+        self.user_id = user_id
+        self.faults = FaultPlan()
+        self.invoices: dict[int, Invoice] = {}
+        self.templates: dict[int, RecurringTemplate] = {}
+        self.requests: list[RecordedRequest] = []
+        self.counters: Counter[str] = Counter()
+        self.pushes: list[PushEvent] = []
+        self.on_state_change: Callable[[Account, PushEvent], None] | None = None
+        self.record_bodies = True
+        self._ids = itertools.count(1)
+        self._detail_ids = itertools.count(1)
+        self._record_ids = itertools.count(1)
+        self._template_ids = itertools.count(1)
+        self._sequences: Counter[int] = Counter()
+        self._due: list[tuple[dt.date, int]] = []  # (due date, invoice id) of open invoices
+        self.requests_total = 0
+
+    # -- bookkeeping --------------------------------------------------------------------
+
+    def session(self) -> CurrentSession:
+        return CurrentSession(
+            id=self.user_id,
+            email=f"{self.username}@example.com",
+            name=self.username.replace("-", " ").title(),
+            language="en",
+            time_zone="Europe/Amsterdam",
+            extra={"account": self.name},
+        )
+
+    def _touch(self, invoice: Invoice) -> None:
+        """A change: new updated_at and a revision that only grows (Unix seconds)."""
+        now = self.clock.now().replace(microsecond=0)
+        invoice.updated_at = now
+        invoice.revision = max(int(now.timestamp()), (invoice.revision or 0) + 1)
+
+    def _history(self, invoice: Invoice, action: str, description: str | None = None) -> None:
+        now = self.clock.now().replace(microsecond=0)
+        invoice.history.append(
+            InvoiceHistoryRecord(
+                id=next(self._record_ids),
+                invoice_id=invoice.id,
+                user_id=self.user_id,
+                action=action,
+                description=description,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+    def _set_state(self, invoice: Invoice, state: str) -> None:
+        if invoice.state == state:
+            return
+        invoice.state = state
+        event = PushEvent(invoice_id=invoice.id or 0, state=state)
+        self.pushes.append(event)
+        if self.on_state_change is not None:
+            self.on_state_change(self, event)
+
+    def _schedule_due(self, invoice: Invoice) -> None:
+        if invoice.invoice_date is not None and invoice.id is not None:
+            due = invoice.invoice_date + dt.timedelta(days=invoice.due_date_interval or 0)
+            heapq.heappush(self._due, (due, invoice.id))
+
+    def refresh(self) -> None:
+        """Open invoices past their due date become late (as the service's daily run does)."""
+        today = self.clock.today()
+        while self._due and self._due[0][0] < today:
+            _due, ident = heapq.heappop(self._due)
+            invoice = self.invoices.get(ident)
+            if invoice is not None and invoice.state == "open":
+                self._set_state(invoice, "late")
+                self._touch(invoice)
+
+    def _get(self, ident: int) -> Invoice:
+        invoice = self.invoices.get(ident)
+        if invoice is None:
+            raise Missing(f"invoice {ident}")
+        return invoice
+
+    def _recompute(self, invoice: Invoice) -> None:
+        compute_invoice_totals(invoice, self.tax_rates)
+        if invoice.invoice_date is not None:
+            invoice.days_open = (self.clock.today() - invoice.invoice_date).days
+
+    # -- invoices -------------------------------------------------------------------------
+
+    def create_invoice(self, data: Invoice) -> Invoice:
+        errors = invoice_errors(data, self.contacts, self.tax_rates)
+        if errors:
+            raise Unprocessable(errors)
+        now = self.clock.now().replace(microsecond=0)
+        ident = next(self._ids)
+        invoice = attrs.evolve(
+            data,
+            id=ident,
+            concept_id=ident,
+            state="draft",
+            invoice_id=data.invoice_id,
+            currency=data.currency or "EUR",
+            exchange_rate=Decimal("1.0"),
+            discount=data.discount if data.discount is not None else Decimal("0.0"),
+            due_date_interval=data.due_date_interval if data.due_date_interval is not None else 14,
+            language=data.language or "en",
+            prices_are_incl_tax=bool(data.prices_are_incl_tax),
+            show_tax=data.show_tax if data.show_tax is not None else True,
+            invoice_hash=secrets.token_hex(20),
+            invoice_profile_id=data.invoice_profile_id or 1,
+            invoice_profile_version_id=1,
+            created_at=now,
+            history=[],
+            payments=[],
+            details=[],
+            extra={},
+        )
+        invoice.name = invoice.company_name or _full_name(invoice)
+        invoice.contact_name = _full_name(invoice)
+        invoice.url = f"https://fake.invalid/invoice/{invoice.invoice_hash}"
+        for line in data.details:
+            if not line.destroy:
+                invoice.details.append(self._new_detail(ident, line))
+        self._touch(invoice)
+        self._history(invoice, "invoice_created")
+        self._recompute(invoice)
+        self.invoices[ident] = invoice
+        return invoice
+
+    def _new_detail(self, invoice_id: int, line: InvoiceDetail) -> InvoiceDetail:
+        now = self.clock.now().replace(microsecond=0)
+        return attrs.evolve(
+            line,
+            id=next(self._detail_ids),
+            invoice_id=invoice_id,
+            price=line.price if line.price is not None else Decimal("0.0"),
+            destroy=None,
+            created_at=now,
+            updated_at=now,
+            extra={},
+        )
+
+    def update_invoice(self, ident: int, changes: Mapping[str, Any]) -> Invoice:
+        invoice = self._get(ident)
+        candidate = attrs.evolve(invoice, details=list(invoice.details))
+        for name, value in changes.items():
+            if name == "details":
+                self._apply_detail_changes(candidate, value or [])
+            else:
+                setattr(candidate, name, value)
+        errors = invoice_errors(candidate, self.contacts, self.tax_rates)
+        if errors:
+            raise Unprocessable(errors)
+        self._touch(candidate)
+        self._recompute(candidate)
+        self.invoices[ident] = candidate
+        return candidate
+
+    def _apply_detail_changes(self, invoice: Invoice, lines: list[dict[str, Any]]) -> None:
+        by_id = {d.id: d for d in invoice.details}
+        for change in lines:
+            line_id = change.get("id")
+            if line_id is None:
+                if change.get("destroy"):
+                    continue
+                invoice.details.append(
+                    self._new_detail(invoice.id or 0, InvoiceDetail(**without(change, "id")))
+                )
+                continue
+            existing = by_id.get(line_id)
+            if existing is None:
+                raise Unprocessable([FieldError("details.id", f"line {line_id} does not exist")])
+            if change.get("destroy"):
+                invoice.details = [d for d in invoice.details if d.id != line_id]
+                continue
+            updated = attrs.evolve(existing, **without(change, "id", "destroy"))
+            updated.updated_at = self.clock.now().replace(microsecond=0)
+            invoice.details = [updated if d.id == line_id else d for d in invoice.details]
+
+    def send_invoice(self, ident: int, payload: Mapping[str, Any], *, reminder: bool) -> Invoice:
+        invoice = self._get(ident)
+        errors = []
+        for key in ("email", "invoice_email", "send_method"):
+            if not payload.get(key):
+                errors.append(FieldError(key, "can't be blank"))
+        method = payload.get("send_method")
+        if method and method not in SEND_METHODS:
+            errors.append(FieldError("send_method", "is not included in the list"))
+        if reminder and invoice.state not in ("open", "late"):
+            errors.append(FieldError("state", "a reminder needs an open or late invoice"))
+        if errors:
+            raise Unprocessable(errors)
+        invoice.email = payload["email"]
+        if reminder:
+            self._history(invoice, f"invoice_reminder_sent_{method}")
+        else:
+            invoice.send_method = method
+            invoice.invoice_email = payload["invoice_email"]
+            today = self.clock.today()
+            if invoice.invoice_date is None:
+                invoice.invoice_date = today
+            if invoice.invoice_id is None:
+                year = invoice.invoice_date.year
+                self._sequences[year] += 1
+                invoice.invoice_id = f"{year}-{self._sequences[year]:04d}"
+            invoice.concept_id = None
+            self._history(invoice, f"invoice_sent_{method}")
+            if invoice.state == "draft":
+                self._set_state(invoice, "open")
+                self._schedule_due(invoice)
+                self._recompute(invoice)
+                if invoice.total_unpaid is not None and invoice.total_unpaid == 0:
+                    self._set_state(invoice, "paid")
+        self._touch(invoice)
+        self._recompute(invoice)
+        self.refresh()
+        return invoice
+
+    def register_payment(self, ident: int, payment: InvoicePayment) -> InvoicePayment:
+        invoice = self._get(ident)
+        errors = []
+        if payment.price is None:
+            errors.append(FieldError("price", "can't be blank"))
+        if payment.payment_method is None:
+            errors.append(FieldError("payment_method", "can't be blank"))
+        if errors:
+            raise Unprocessable(errors)
+        now = self.clock.now().replace(microsecond=0)
+        stored = attrs.evolve(
+            payment,
+            id=next(self._record_ids),
+            invoice_id=ident,
+            payment_date=payment.payment_date or self.clock.today(),
+            send_email=None,
+            created_at=now,
+            updated_at=now,
+            extra={},
+        )
+        invoice.payments.append(stored)
+        self._recompute(invoice)
+        # Covered exactly: paid. Overpaid: stays open with a negative total_unpaid, as
+        # the real service did (field notes).
+        if invoice.state in ("open", "late") and invoice.total_unpaid == 0:
+            self._set_state(invoice, "paid")
+            self._history(invoice, "invoice_paid")
+        self._touch(invoice)
+        return stored
+
+    def delete_invoice(self, ident: int) -> None:
+        self._get(ident)
+        del self.invoices[ident]
+
+    def list_invoices(self, filter_name: str | None = None) -> list[Invoice]:
+        invoices = list(self.invoices.values())
+        if filter_name is None or filter_name == "all":
+            return invoices
+        today = self.clock.today()
+        states = {"draft": ("draft",), "open": ("open", "late"), "late": ("late",)}
+        if filter_name in states:
+            return [i for i in invoices if i.state in states[filter_name]]
+        if filter_name == "paid":
+            return [i for i in invoices if i.state == "paid"]
+        if filter_name == "sent":
+            return [i for i in invoices if i.state != "draft"]
+        ranges = _date_ranges(today)
+        if filter_name in ranges:
+            start, end = ranges[filter_name]
+            return [i for i in invoices if i.invoice_date and start <= i.invoice_date <= end]
+        if filter_name.isdigit():
+            return invoices  # saved filters: the fake has one, matching everything
+        raise Missing(f"filter {filter_name}")
+
+    def advanced_filter(self, params: Mapping[str, Any]) -> list[Invoice]:
+        """Equality on any invoice attribute given (`state`, `contact_id`, …)."""
+        result = []
+        for invoice in self.invoices.values():
+            if all(str(getattr(invoice, k, None)) == str(v) for k, v in params.items()):
+                result.append(invoice)
+        return result
+
+    def sync_list(self) -> list[SyncEntry]:
+        return [SyncEntry(id=i, revision=inv.revision or 0) for i, inv in self.invoices.items()]
+
+    def sync_fetch(self, ids: Iterable[int]) -> list[Invoice]:
+        found: list[Invoice] = []
+        for ident in ids:
+            if len(found) == 100:
+                break  # at most 100 invoices per response; extra ids are ignored
+            if ident in self.faults.missing_ids:
+                self.counters["missing"] += 1
+                continue
+            invoice = self.invoices.get(ident)
+            if invoice is not None:
+                found.append(invoice)
+        return found
+
+    def mutate(self, ident: int) -> None:
+        """Change an invoice as another user would (new revision), for race tests."""
+        invoice = self._get(ident)
+        invoice.po_number = f"changed-{(invoice.revision or 0) + 1}"
+        self._touch(invoice)
+
+
+def _full_name(invoice: Invoice) -> str | None:
+    name = " ".join(n for n in (invoice.firstname, invoice.lastname) if n)
+    return name or None
+
+
+def _date_ranges(today: dt.date) -> dict[str, tuple[dt.date, dt.date]]:
+    month_start = today.replace(day=1)
+    last_month_end = month_start - dt.timedelta(days=1)
+    quarter_month = 3 * ((today.month - 1) // 3) + 1
+    quarter_start = today.replace(month=quarter_month, day=1)
+    last_quarter_end = quarter_start - dt.timedelta(days=1)
+    lq_month = 3 * ((last_quarter_end.month - 1) // 3) + 1
+    return {
+        "this_month": (month_start, today),
+        "last_month": (last_month_end.replace(day=1), last_month_end),
+        "this_quarter": (quarter_start, today),
+        "last_quarter": (last_quarter_end.replace(month=lq_month, day=1), last_quarter_end),
+        "this_year": (today.replace(month=1, day=1), today),
+        "last_year": (dt.date(today.year - 1, 1, 1), dt.date(today.year - 1, 12, 31)),
+    }

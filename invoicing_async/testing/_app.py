@@ -1,0 +1,346 @@
+"""The fake service's HTTP side: routing, auth, the hourly limit, faults, documents."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import attrs
+from aiohttp import web
+
+from invoicing_async._models.documents import (
+    Format,
+    dump_field_errors,
+    dump_list,
+    dump_model,
+    dump_sync_entries,
+)
+from invoicing_async.errors import FieldError
+from invoicing_async.models import Invoice, InvoicePayment, RecurringTemplate
+from invoicing_async.testing._account import Account, RecordedRequest
+from invoicing_async.testing._requests import parse_body, parse_changes, parse_model, parse_sync_ids
+from invoicing_async.testing._rules import Missing, Unprocessable
+
+if TYPE_CHECKING:
+    from invoicing_async.testing._service import FakeInvoicingService
+
+__all__ = ["build_app"]
+
+API_PREFIX = "/api/v1.0"
+_OTHER_AREAS = (
+    "contacts",
+    "estimates",
+    "incoming_invoices",
+    "invoice_profiles",
+    "products",
+    "tax_rates",
+)
+
+Result = tuple[int, bytes, dict[str, str]]
+Handler = Callable[["Call"], Awaitable[Result]]
+
+
+@attrs.frozen
+class Call:
+    """One authenticated API request as the handlers see it."""
+
+    account: Account
+    request: web.Request
+    fmt: Format
+    params: dict[str, str]
+    body: bytes
+
+
+def _fmt(request: web.Request) -> Format:
+    accept = request.headers.get("Accept", "")
+    if "json" in accept or request.path.endswith(".json"):
+        return "json"
+    return "xml"
+
+
+def _content_type(fmt: Format) -> str:
+    return "application/json; charset=utf-8" if fmt == "json" else "application/xml; charset=utf-8"
+
+
+def _ok(status: int, body: bytes, **headers: str) -> Result:
+    return status, body, dict(headers)
+
+
+# -- handlers: a call in, (status, body, extra headers) out ----------------------------------
+
+
+async def list_invoices(c: Call) -> Result:
+    return _ok(200, dump_list(c.account.list_invoices(c.params.get("filter")), c.fmt, Invoice))
+
+
+async def advanced_filter(c: Call) -> Result:
+    params = parse_body(c.body, c.fmt, "filter") if c.body.strip() else {}
+    params = {k.replace("-", "_"): v for k, v in params.items()}
+    return _ok(200, dump_list(c.account.advanced_filter(params), c.fmt, Invoice))
+
+
+async def get_invoice(c: Call) -> Result:
+    return _ok(200, dump_model(c.account._get(int(c.params["id"])), c.fmt, mode="document"))
+
+
+async def get_by_number(c: Call) -> Result:
+    for invoice in c.account.invoices.values():
+        if invoice.invoice_id == c.params["number"]:
+            return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+    raise Missing(c.params["number"])
+
+
+async def create_invoice(c: Call) -> Result:
+    invoice = c.account.create_invoice(parse_model(parse_body(c.body, c.fmt, "invoice"), Invoice))
+    location = str(c.request.url.with_path(f"{API_PREFIX}/invoices/{invoice.id}.xml"))
+    return _ok(201, dump_model(invoice, c.fmt, mode="document"), Location=location)
+
+
+async def update_invoice(c: Call) -> Result:
+    changes = parse_changes(parse_body(c.body, c.fmt, "invoice"), Invoice)
+    invoice = c.account.update_invoice(int(c.params["id"]), changes)
+    return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+
+
+async def send_invoice(c: Call) -> Result:
+    raw = parse_body(c.body, c.fmt, "invoice")
+    payload = {k.replace("-", "_"): v for k, v in raw.items()}
+    reminder = c.params["action"] == "send_reminder"
+    invoice = c.account.send_invoice(int(c.params["id"]), payload, reminder=reminder)
+    return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+
+
+async def register_payment(c: Call) -> Result:
+    payment = parse_model(parse_body(c.body, c.fmt, "payment"), InvoicePayment)
+    stored = c.account.register_payment(int(c.params["id"]), payment)
+    return _ok(201, dump_model(stored, c.fmt, mode="document"))
+
+
+async def delete_invoice(c: Call) -> Result:
+    c.account.delete_invoice(int(c.params["id"]))
+    return _ok(200, b"")
+
+
+async def sync_list(c: Call) -> Result:
+    entries = c.account.sync_list()
+    body = dump_sync_entries(entries, c.fmt)
+    plan = c.account.faults
+    if plan.mutate_after_list and entries:
+        for entry in plan.rng.sample(entries, min(plan.mutate_after_list, len(entries))):
+            c.account.mutate(entry.id)
+            c.account.counters["changed after list"] += 1
+    return _ok(200, body)
+
+
+async def sync_fetch(c: Call) -> Result:
+    return _ok(200, dump_list(c.account.sync_fetch(parse_sync_ids(c.body, c.fmt)), c.fmt, Invoice))
+
+
+async def list_templates(c: Call) -> Result:
+    return _ok(200, dump_list(list(c.account.templates.values()), c.fmt, RecurringTemplate))
+
+
+async def get_template(c: Call) -> Result:
+    return _ok(200, dump_model(c.account.get_template(int(c.params["id"])), c.fmt, mode="document"))
+
+
+async def create_template(c: Call) -> Result:
+    data = parse_model(parse_body(c.body, c.fmt, "recurring_template"), RecurringTemplate)
+    template = c.account.create_template(data)
+    location = str(c.request.url.with_path(f"{API_PREFIX}/recurring_templates/{template.id}.xml"))
+    return _ok(201, dump_model(template, c.fmt, mode="document"), Location=location)
+
+
+async def update_template(c: Call) -> Result:
+    changes = parse_changes(parse_body(c.body, c.fmt, "recurring_template"), RecurringTemplate)
+    template = c.account.update_template(int(c.params["id"]), changes)
+    return _ok(200, dump_model(template, c.fmt, mode="document"))
+
+
+async def delete_template(c: Call) -> Result:
+    c.account.delete_template(int(c.params["id"]))
+    return _ok(200, b"")
+
+
+async def current_session(c: Call) -> Result:
+    return _ok(200, dump_model(c.account.session(), c.fmt, mode="document"))
+
+
+# Order matters: fixed names before `:id`.
+ROUTES: list[tuple[re.Pattern[str], dict[str, Handler]]] = [
+    (re.compile(r"/invoices"), {"GET": list_invoices, "POST": create_invoice}),
+    (re.compile(r"/invoices/sync_list_ids"), {"GET": sync_list}),
+    (re.compile(r"/invoices/sync_fetch_ids"), {"POST": sync_fetch}),
+    (re.compile(r"/invoices/filter/advanced"), {"POST": advanced_filter}),
+    (re.compile(r"/invoices/filter/(?P<filter>[^/]+)"), {"GET": list_invoices}),
+    (re.compile(r"/invoices/invoice_id/(?P<number>[^/]+)"), {"GET": get_by_number}),
+    (
+        re.compile(r"/invoices/(?P<id>\d+)"),
+        {"GET": get_invoice, "PUT": update_invoice, "DELETE": delete_invoice},
+    ),
+    (
+        re.compile(r"/invoices/(?P<id>\d+)/(?P<action>send_invoice|send_reminder)"),
+        {"PUT": send_invoice},
+    ),
+    (re.compile(r"/invoices/(?P<id>\d+)/payments"), {"POST": register_payment}),
+    (re.compile(r"/recurring_templates"), {"GET": list_templates, "POST": create_template}),
+    (
+        re.compile(r"/recurring_templates/(?P<id>\d+)"),
+        {"GET": get_template, "PUT": update_template, "DELETE": delete_template},
+    ),
+    (re.compile(r"/current_session"), {"GET": current_session}),
+]
+_NOT_IN_API = re.compile(
+    r"/(invoices|recurring_templates)/\d+/[a-z_]+|/(" + "|".join(_OTHER_AREAS) + r")(/.*)?"
+)
+
+
+def _route(path: str, method: str) -> tuple[Handler | None, dict[str, str], int]:
+    """(handler, params, status if no handler): 404 unknown, 406 not in API, 501 method."""
+    for pattern, methods in ROUTES:
+        match = pattern.fullmatch(path)
+        if match:
+            handler = methods.get(method)
+            if handler is None:
+                return None, {}, 501
+            params = {k: v for k, v in match.groupdict().items() if v is not None}
+            return handler, params, 0
+    if _NOT_IN_API.fullmatch(path):
+        return None, {}, 406
+    return None, {}, 404
+
+
+def _authenticate(service: FakeInvoicingService, request: web.Request) -> Account | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        user, _, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    account = service.accounts.get(user)
+    if account is None or not secrets.compare_digest(account.password, password):
+        return None
+    return account
+
+
+def _error_body(fmt: Format, message: str) -> bytes:
+    return dump_field_errors([FieldError(None, message)], fmt)
+
+
+def build_app(service: FakeInvoicingService) -> web.Application:
+    """The aiohttp application serving every account of `service`."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        fmt = _fmt(request)
+        body = await request.read()
+        account = _authenticate(service, request)
+        if account is None:
+            service.unauthorized += 1
+            return web.Response(
+                status=401,
+                body=b"HTTP Basic: Access denied.\n",
+                headers={"WWW-Authenticate": 'Basic realm="Application"'},
+            )
+        status, payload, headers = await _dispatch(account, request, fmt, body)
+        plan = account.faults
+        headers = {
+            **headers,
+            "X-RateLimit-Limit": str(account.window.limit),
+            "X-RateLimit-Remaining": str(account.window.remaining),
+        }
+        if status == -403:  # refused for the budget: nothing is left, whatever the window says
+            status, headers["X-RateLimit-Remaining"] = 403, "0"
+        account.requests.append(
+            RecordedRequest(
+                account=account.name,
+                method=request.method,
+                path=request.path_qs,
+                headers={k: v for k, v in request.headers.items() if k.lower() != "authorization"},
+                body=body if account.record_bodies else b"",
+                status=status,
+                at=account.clock.timestamp(),
+            )
+        )
+        if plan.applies_to(request.path) and status < 400 and plan.roll(plan.truncate_rate):
+            account.counters["truncated"] += 1
+            return await _truncated(request, status, payload, fmt, headers)
+        response = web.Response(status=status, body=payload, headers=headers)
+        if payload:
+            response.headers["Content-Type"] = _content_type(fmt)
+        return response
+
+    async def _dispatch(account: Account, request: web.Request, fmt: Format, body: bytes) -> Result:
+        plan = account.faults
+        account.requests_total += 1
+        if plan.budget_cut_after is not None and account.requests_total > plan.budget_cut_after:
+            account.counters["403"] += 1
+            return -403, b"Rate limit exceeded", {}
+        if not account.window.take():
+            account.counters["403"] += 1
+            return -403, b"Rate limit exceeded", {}
+        faulty = plan.applies_to(request.path)
+        if plan.latency:
+            await asyncio.sleep(plan.latency)
+        if faulty and plan.roll(plan.drop_rate):
+            account.counters["dropped"] += 1
+            assert request.transport is not None
+            request.transport.close()
+            raise asyncio.CancelledError  # nothing more to send on a closed connection
+        if faulty and plan.roll(plan.timeout_rate):
+            account.counters["held"] += 1
+            await asyncio.sleep(plan.timeout_delay)
+        if faulty and plan.roll(plan.error_rate):
+            account.counters["500"] += 1
+            return 500, _error_body(fmt, "Internal server error (injected)"), {}
+        path = request.path
+        if not path.startswith(API_PREFIX + "/"):
+            return 404, _error_body(fmt, "Not found"), {}
+        path = path[len(API_PREFIX) :]
+        path = re.sub(r"\.(xml|json)$", "", path)
+        handler, params, status = _route(path, request.method)
+        if handler is None:
+            messages = {404: "Not found", 406: "Not accepted", 501: "Method not implemented"}
+            return status, _error_body(fmt, messages[status]), {}
+        account.counters[handler.__name__] += 1
+        account.refresh()
+        try:
+            return await handler(Call(account, request, fmt, params, body))
+        except Missing as exc:
+            return 404, _error_body(fmt, f"Not found: {exc}"), {}
+        except Unprocessable as exc:
+            return 422, dump_field_errors(exc.errors, fmt), {}
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+async def _truncated(
+    request: web.Request, status: int, payload: bytes, fmt: Format, headers: dict[str, str]
+) -> web.StreamResponse:
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_type = _content_type(fmt).split(";")[0]
+    response.content_length = len(payload)
+    await response.prepare(request)
+    await response.write(payload[: len(payload) // 2])
+    assert request.transport is not None
+    request.transport.close()
+    return response
+
+
+def redirect_app(target: Callable[[], str]) -> web.Application:
+    """The plain-http listener: 302 to the same path on the https listener."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(target() + request.path_qs)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app

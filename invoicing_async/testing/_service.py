@@ -1,0 +1,252 @@
+"""`FakeInvoicingService`: a real HTTP(S) server on loopback that behaves like the service."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import ssl
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+import trustme
+from aiohttp import web
+
+from invoicing_async._client import InvoicingClient
+from invoicing_async._transport.auth import BasicAuth
+from invoicing_async._transport.budget import RateBudget
+from invoicing_async.testing._account import Account, PushEvent
+from invoicing_async.testing._app import build_app, redirect_app
+from invoicing_async.testing._clock import FakeClock
+from invoicing_async.testing._generator import populate
+from invoicing_async.testing._ratelimit import WindowRule
+
+__all__ = ["FakeInvoicingService"]
+
+logger = logging.getLogger("invoicing_async.testing")
+
+
+class FakeInvoicingService:
+    """The Invoicing Service API v1.0 on loopback, for tests, the demo and benchmarks.
+
+    Serves HTTPS with a certificate from a throwaway CA (`ssl_context` trusts it), plus a
+    plain-http listener that answers 302 to the https address, as the real service did.
+    `tls=False` serves plain http only. Accounts are told apart by their credentials.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: bool = True,
+        redirect_listener: bool = True,
+        username: str = "api-user",
+        password: str | None = None,
+        invoices: int = 0,
+        seed: int = 0,
+        limit: int = 350,
+        period: float = 3600.0,
+        window_rule: WindowRule = "fixed",
+        clock: FakeClock | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.redirect_listener = redirect_listener and tls
+        self.clock = clock or FakeClock()
+        self.limit = limit
+        self.period = period
+        self.window_rule: WindowRule = window_rule
+        self.accounts: dict[str, Account] = {}
+        self.unauthorized = 0
+        self.account = self.add_account(
+            "default", username=username, password=password or secrets.token_urlsafe(16)
+        )
+        if invoices:
+            populate(self.account, invoices, seed=seed)
+        self._runner: web.AppRunner | None = None
+        self._redirect_runner: web.AppRunner | None = None
+        self._push_session: aiohttp.ClientSession | None = None
+        self._push_tasks: set[asyncio.Task[None]] = set()
+        self._ca: Any = None
+        self._client_ssl: ssl.SSLContext | None = None
+        self._https_port = 0
+        self._http_port = 0
+        self.push_deliveries: list[tuple[str, PushEvent, int | None]] = []
+
+    # -- accounts -----------------------------------------------------------------------
+
+    def add_account(
+        self,
+        name: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        limit: int | None = None,
+        push_url: str | None = None,
+    ) -> Account:
+        """Another account on the same server, with its own data and its own budget."""
+        account = Account(
+            name,
+            username=username or name,
+            password=password or secrets.token_urlsafe(16),
+            clock=self.clock,
+            limit=limit or self.limit,
+            period=self.period,
+            window_rule=self.window_rule,
+            push_url=push_url,
+        )
+        account.on_state_change = self._queue_push
+        self.accounts[account.username] = account
+        return account
+
+    @property
+    def username(self) -> str:
+        return self.account.username
+
+    @property
+    def password(self) -> str:
+        return self.account.password
+
+    @property
+    def auth(self) -> BasicAuth:
+        return BasicAuth(self.account.username, self.account.password)
+
+    def auth_for(self, account: Account) -> BasicAuth:
+        return BasicAuth(account.username, account.password)
+
+    # -- addresses ----------------------------------------------------------------------
+
+    def _origin(self, scheme: str, port: int) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        """The https address (or http with `tls=False`) that clients use."""
+        self._require_started()
+        return self._origin("https" if self.tls else "http", self._https_port)
+
+    @property
+    def http_url(self) -> str | None:
+        """The plain-http address that redirects to `base_url` (None without TLS)."""
+        self._require_started()
+        return self._origin("http", self._http_port) if self.redirect_listener else None
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client-side context trusting the server's certificate (None without TLS)."""
+        return self._client_ssl
+
+    def write_ca(self, path: str | os.PathLike[str]) -> None:
+        """Write the CA certificate (PEM) that signed the server's certificate."""
+        if self._ca is None:
+            raise RuntimeError("no TLS: the service serves plain http")
+        self._ca.cert_pem.write_to_path(str(path))
+
+    def _require_started(self) -> None:
+        if self._runner is None:
+            raise RuntimeError("the fake service is not started: use 'async with' or start()")
+
+    def client(self, account: Account | None = None, **kwargs: Any) -> InvoicingClient:
+        """An `InvoicingClient` for an account of this server (budget not binding unless given)."""
+        account = account or self.account
+        kwargs.setdefault("budget", RateBudget(limit=100_000))
+        kwargs.setdefault("ssl", self.ssl_context)
+        return InvoicingClient(self.base_url, auth=self.auth_for(account), **kwargs)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        server_ssl = None
+        if self.tls:
+            self._ca = trustme.CA()
+            cert = self._ca.issue_cert("127.0.0.1", "localhost", "::1")
+            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            cert.configure_cert(server_ssl)
+            self._client_ssl = ssl.create_default_context()
+            self._ca.configure_trust(self._client_ssl)
+        self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl)
+        await site.start()
+        self._https_port = _bound_port(site)
+        if self.redirect_listener:
+            self._redirect_runner = web.AppRunner(
+                redirect_app(lambda: self.base_url), access_log=None, handle_signals=False
+            )
+            await self._redirect_runner.setup()
+            plain = web.TCPSite(self._redirect_runner, self.host, 0)
+            await plain.start()
+            self._http_port = _bound_port(plain)
+
+    async def stop(self) -> None:
+        for task in list(self._push_tasks):
+            task.cancel()
+        if self._push_tasks:
+            await asyncio.gather(*self._push_tasks, return_exceptions=True)
+        if self._push_session is not None:
+            await self._push_session.close()
+            self._push_session = None
+        if self._redirect_runner is not None:
+            await self._redirect_runner.cleanup()
+            self._redirect_runner = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeInvoicingService:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- push notifications ---------------------------------------------------------------
+
+    def _queue_push(self, account: Account, event: PushEvent) -> None:
+        if account.push_url is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # a change made outside the server loop (data generation): no push
+        task = loop.create_task(self._deliver(account.push_url, event))
+        self._push_tasks.add(task)
+        task.add_done_callback(self._push_tasks.discard)
+
+    async def _deliver(self, url: str, event: PushEvent) -> None:
+        if self._push_session is None:
+            self._push_session = aiohttp.ClientSession()
+        status: int | None = None
+        try:
+            async with self._push_session.post(
+                url,
+                data={"invoice_id": str(event.invoice_id), "state": event.state},
+                timeout=aiohttp.ClientTimeout(total=10),
+            ) as resp:
+                status = resp.status
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            logger.info("push to %s failed: %s", url, exc)
+        self.push_deliveries.append((url, event, status))
+
+    async def wait_pushes(self) -> None:
+        """Wait until every queued push has been delivered (or failed)."""
+        while self._push_tasks:
+            await asyncio.gather(*list(self._push_tasks), return_exceptions=True)
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    server = site._server
+    assert server is not None
+    sockets = getattr(server, "sockets", None) or []
+    port: int = sockets[0].getsockname()[1]
+    return port
