@@ -144,6 +144,11 @@ async def _sync(args: argparse.Namespace) -> int:
                 force_deletions=args.force_deletions,
                 on_progress=bar.update if bar else None,
             ).run()
+    except ia.RateLimitExceeded as exc:
+        # A stop for the budget is "run again later", whichever request met it.
+        when = f" (~{exc.retry_after:.0f}s)" if exc.retry_after is not None else ""
+        print(f"stopped for the hourly budget{when}: {exc}", file=sys.stderr)
+        return 3
     except ia.InvoicingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

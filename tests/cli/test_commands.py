@@ -67,6 +67,23 @@ async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -
         assert "wrong-password" not in out + err
 
 
+async def test_sync_stopped_by_the_budget_at_the_sync_list_exits_3(tmp_path: Path) -> None:
+    async with FakeInvoicingService(invoices=5, seed=3, limit=2) as service:
+        async with service.client() as client:  # spend the account's hour elsewhere
+            await client.current_session()
+            await client.current_session()
+        ca = tmp_path / "ca.pem"
+        service.write_ca(ca)
+        code, out, err = await run(
+            "sync", "--base-url", service.base_url, "--username", service.username,
+            "--db", str(tmp_path / "s.db"), "--ca-file", str(ca),
+            env={"INVOICING_PASSWORD": service.password},
+        )  # fmt: skip
+        assert code == 3, (out, err)
+        assert "stopped for the hourly budget" in err
+        assert "Traceback" not in err
+
+
 async def test_sync_command_needs_credentials(tmp_path: Path) -> None:
     env = {"INVOICING_PASSWORD": "", "INVOICING_USERNAME": ""}
     os.environ.pop("INVOICING_PASSWORD", None)
