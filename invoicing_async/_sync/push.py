@@ -2,35 +2,63 @@
 
 The service signs nothing, so the receiver requires a secret of ours: in the receiver
 URL's path (`/push/{secret}`) or an `X-Push-Secret` header; anything else gets 403.
-Pushed ids are de-duplicated and handed to the sync engine in batches, never one
-request per push.
+The checks live here, free of any web framework; `push_adapters` mounts them in aiohttp
+and in any ASGI framework (Starlette, FastAPI). Pushed ids are de-duplicated and leave
+the receiver only once they are stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from aiohttp import web
+import attrs
 
 from invoicing_async._sync.engine import SyncEngine, SyncReport
 
-__all__ = ["PushReceiver", "follow_pushes"]
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["PushReceiver", "PushResponse", "follow_pushes"]
 
 logger = logging.getLogger("invoicing_async.push")
 
 FORM = "application/x-www-form-urlencoded"
-MAX_STATE_CHARS = 64
+# ASCII digits only: int() would also take "٤٢", "4_2" or " 42", none of which the
+# service sends. 18 digits keep every id below 2**63.
+_INVOICE_ID = re.compile(r"[0-9]{1,18}")
+_STATE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@attrs.frozen
+class PushResponse:
+    """What to answer a push: the status and a one-line text body."""
+
+    status: int
+    text: str
+
+
+_OK = PushResponse(200, "ok\n")
+_FORBIDDEN = PushResponse(403, "forbidden\n")
+_NOT_FORM = PushResponse(415, "expected a form body\n")
+_TOO_LARGE = PushResponse(413, "body too large\n")
+_MALFORMED = PushResponse(400, "expected invoice_id and state\n")
+_BAD_VALUE = PushResponse(400, "bad invoice_id or state\n")
+_FULL = PushResponse(503, "too many pending pushes\n")
 
 
 class PushReceiver:
-    """An aiohttp handler that collects pushed invoice ids until the engine takes them.
+    """Collects pushed invoice ids until they are stored; any web framework can feed it.
 
-    Mount it with ``app.add_routes(receiver.routes())`` and give the service the URL
-    ``https://your.host/push/<secret>``.
+    Mount it with ``app.add_routes(receiver.routes())`` (aiohttp) or
+    ``app.mount("/push", receiver.asgi())`` (Starlette, FastAPI), and give the service the
+    URL ``https://your.host/push/<secret>``, or send the secret as `X-Push-Secret`.
     """
 
     def __init__(
@@ -43,11 +71,12 @@ class PushReceiver:
     ) -> None:
         if len(secret) < 16:
             raise ValueError("use a secret of at least 16 characters (secrets.token_urlsafe())")
-        self._secret = secret
+        self._secret = secret.encode()
         self.max_body = max_body
         self.max_pending = max_pending
         self.on_push = on_push
-        self._pending: dict[int, str] = {}
+        self._pending: dict[int, tuple[str, int]] = {}  # id -> (last state, arrival number)
+        self._arrivals = itertools.count(1)
         self._arrived = asyncio.Event()
         self.accepted = 0
         self.rejected = 0
@@ -56,57 +85,103 @@ class PushReceiver:
     def __repr__(self) -> str:
         return f"PushReceiver(pending={len(self._pending)}, secret='***')"
 
-    def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
-        """`POST {prefix}/{secret}`, and `POST {prefix}` with the `X-Push-Secret` header."""
-        return [web.post(f"{prefix}/{{secret}}", self.handle), web.post(prefix, self.handle)]
+    # -- receiving ---------------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
-        given = request.match_info.get("secret") or request.headers.get("X-Push-Secret") or ""
-        return secrets.compare_digest(given.encode(), self._secret.encode())
+    def authorized(self, *candidates: str | None) -> bool:
+        """True when one of the given strings is our secret (compared in constant time)."""
+        found = False
+        for given in candidates:
+            if given is not None:
+                found |= secrets.compare_digest(given.encode(), self._secret)
+        return found
 
-    async def handle(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            self.rejected += 1
-            return web.Response(status=403, text="forbidden\n")
-        if request.content_type != FORM:
-            self.rejected += 1
-            return web.Response(status=415, text="expected a form body\n")
-        if request.content_length is not None and request.content_length > self.max_body:
-            self.rejected += 1
-            return web.Response(status=413, text="body too large\n")
-        raw = await request.content.read(self.max_body + 1)
+    async def receive(
+        self,
+        *,
+        secrets_given: tuple[str | None, ...],
+        content_type: str | None,
+        content_length: int | None,
+        read: Callable[[int], Awaitable[bytes]],
+    ) -> PushResponse:
+        """Check one push and take its id; `read(n)` returns at most n bytes of the body.
+
+        The body is read only after the secret, type and declared length passed.
+        """
+        if not self.authorized(*secrets_given):
+            return self._reject(_FORBIDDEN)
+        if (content_type or "").split(";", 1)[0].strip().lower() != FORM:
+            return self._reject(_NOT_FORM)
+        if content_length is not None and content_length > self.max_body:
+            return self._reject(_TOO_LARGE)
+        raw = await read(self.max_body + 1)
         if len(raw) > self.max_body:
-            self.rejected += 1
-            return web.Response(status=413, text="body too large\n")
+            return self._reject(_TOO_LARGE)
+        return self.receive_form(raw)
+
+    def receive_form(self, raw: bytes) -> PushResponse:
+        """Parse a form body that passed the checks of `receive` and take its id."""
         try:
             form = parse_qs(raw.decode("utf-8"), strict_parsing=True, max_num_fields=10)
-            invoice_id = int(form["invoice_id"][0])
-            state = form["state"][0]
-        except (KeyError, ValueError, UnicodeDecodeError, IndexError):
-            self.rejected += 1
-            return web.Response(status=400, text="expected invoice_id and state\n")
-        if invoice_id <= 0 or not state or len(state) > MAX_STATE_CHARS:
-            self.rejected += 1
-            return web.Response(status=400, text="bad invoice_id or state\n")
+            (raw_id,), (state,) = form["invoice_id"], form["state"]
+        except (KeyError, ValueError, UnicodeDecodeError):
+            return self._reject(_MALFORMED)
+        if not _INVOICE_ID.fullmatch(raw_id) or not _STATE.fullmatch(state):
+            return self._reject(_BAD_VALUE)
+        invoice_id = int(raw_id)
+        if invoice_id <= 0:
+            return self._reject(_BAD_VALUE)
         if invoice_id in self._pending:
             self.coalesced += 1
         elif len(self._pending) >= self.max_pending:
-            self.rejected += 1
-            return web.Response(status=503, text="too many pending pushes\n")
-        self._pending[invoice_id] = state
+            return self._reject(_FULL)
+        self._pending[invoice_id] = (state, next(self._arrivals))
         self.accepted += 1
         self._arrived.set()
         if self.on_push is not None:
             self.on_push(invoice_id, state)
-        return web.Response(text="ok\n")
+        return _OK
+
+    def _reject(self, response: PushResponse) -> PushResponse:
+        self.rejected += 1
+        return response
+
+    # -- framework adapters ------------------------------------------------------------
+
+    def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
+        """aiohttp routes: `POST {prefix}/{secret}`, and `POST {prefix}` with the header."""
+        from invoicing_async._sync.push_adapters import aiohttp_routes
+
+        return aiohttp_routes(self, prefix)
+
+    def asgi(self) -> Callable[..., Awaitable[None]]:
+        """A plain ASGI app to mount in Starlette or FastAPI (`app.mount("/push", …)`)."""
+        from invoicing_async._sync.push_adapters import PushASGIApp
+
+        return PushASGIApp(self)
+
+    # -- handing ids to the engine -----------------------------------------------------
 
     @property
     def pending(self) -> dict[int, str]:
-        """Pushed ids not yet taken, with the last state pushed for each."""
-        return dict(self._pending)
+        """Pushed ids not yet stored, with the last state pushed for each."""
+        return {ident: state for ident, (state, _) in self._pending.items()}
+
+    def claim(self) -> Mapping[int, int]:
+        """The pending ids with their arrival numbers, left pending until `settle`."""
+        self._arrived.clear()
+        return {ident: arrival for ident, (_, arrival) in self._pending.items()}
+
+    def settle(self, claimed: Mapping[int, int]) -> None:
+        """Forget claimed ids that are stored now, unless pushed again since the claim."""
+        for ident, arrival in claimed.items():
+            entry = self._pending.get(ident)
+            if entry is not None and entry[1] == arrival:
+                del self._pending[ident]
+        if self._pending:
+            self._arrived.set()
 
     def take(self) -> list[int]:
-        """The pushed ids (each once), emptying the receiver."""
+        """The pushed ids (each once), emptying the receiver: for callers that store them."""
         ids = list(self._pending)
         self._pending.clear()
         self._arrived.clear()
@@ -131,6 +206,8 @@ async def follow_pushes(
     """Fetch what is pushed, at most once per `interval` seconds, until `stop` is set.
 
     Pushes arriving within an interval are coalesced: N pushes cost ceil(N/100) requests.
+    An id leaves the receiver only once it is stored (or the service no longer has it):
+    a failed fetch leaves it for the next round.
     """
     reports: list[SyncReport] = []
     stop = stop or asyncio.Event()
@@ -138,9 +215,22 @@ async def follow_pushes(
         if not await receiver.wait(timeout=interval):
             continue
         await asyncio.sleep(interval)  # let the burst of pushes arrive
-        ids = receiver.take()
-        if ids:
-            report = await engine.fetch(ids)
-            logger.info("fetched %d pushed invoices in %d requests", len(ids), report.requests)
-            reports.append(report)
+        claimed = receiver.claim()
+        if not claimed:
+            continue
+        try:
+            report = await engine.fetch(list(claimed))
+        except Exception as exc:  # whatever failed, the ids stay for the next round
+            logger.warning("fetching %d pushed invoices failed: %s", len(claimed), exc)
+            receiver.settle({})
+            continue
+        unstored = set(report.pending)
+        receiver.settle({i: n for i, n in claimed.items() if i not in unstored})
+        logger.info(
+            "fetched %d pushed invoices in %d requests (%d left for later)",
+            len(claimed) - len(unstored),
+            report.requests,
+            len(unstored),
+        )
+        reports.append(report)
     return reports
