@@ -1,8 +1,14 @@
-"""A tqdm progress bar fed by the sync engine's progress callback."""
+"""A tqdm progress bar fed by the sync engine's progress callback.
+
+`tqdm.auto` draws a widget in notebooks (one line that updates, not a chunk of stderr
+per batch) and text elsewhere.
+"""
 
 from __future__ import annotations
 
-from tqdm import tqdm
+from typing import IO
+
+from tqdm.auto import tqdm
 
 from invoicing_async._sync.engine import SyncProgress
 
@@ -12,18 +18,28 @@ __all__ = ["ProgressBar"]
 class ProgressBar:
     """Shows invoices fetched, requests spent and the budget left; draws on stderr."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, *, file: IO[str] | None = None) -> None:
         self._bar: tqdm[None] | None = None
         self._label = label
+        self._file = file
 
     def update(self, progress: SyncProgress) -> None:
-        if self._bar is None:
-            self._bar = tqdm(total=progress.total, desc=self._label, unit="inv", leave=True)
-        self._bar.n = progress.done
-        self._bar.set_postfix(
-            requests=progress.requests, budget=progress.budget_left, refresh=False
-        )
-        self._bar.refresh()
+        bar = self._bar
+        if bar is None:
+            # The bar starts at the first committed batch: counting that batch as done
+            # in no time would show a rate of millions of invoices a second.
+            bar = self._bar = tqdm(
+                total=progress.total,
+                initial=progress.done,
+                desc=self._label,
+                unit="inv",
+                leave=True,
+                file=self._file,
+            )
+        else:
+            bar.update(progress.done - bar.n)
+        bar.set_postfix(requests=progress.requests, budget=progress.budget_left, refresh=False)
+        bar.refresh()
 
     def close(self) -> None:
         if self._bar is not None:
