@@ -30,6 +30,7 @@ from invoicing_async.errors import (
     RedirectError,
     ResponseTooLargeError,
     ServerError,
+    StoreError,
     ValidationError,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "ResponseTooLargeError",
     "RetryPolicy",
     "ServerError",
+    "StoreError",
     "ValidationError",
     "__version__",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "RedirectError",
     "ResponseTooLargeError",
     "ServerError",
+    "StoreError",
     "ValidationError",
 ]
 
@@ -73,6 +74,11 @@ class ResponseTooLargeError(InvoicingError):
 
 class ClientClosedError(InvoicingError, RuntimeError):
     """The client was used after `aclose()` (or after its `async with` block): make a new one."""
+
+
+class StoreError(InvoicingError):
+    """The local store cannot be used: unreadable, corrupt, read-only, full, or of a newer
+    schema. The message names the file, the cause and what to do; nothing was changed."""
 
 
 class APIConnectionError(InvoicingError):

@@ -24,14 +24,15 @@ PUBLIC: dict[str, set[str]] = {
         "Format", "HTTPStatusError", "InsecureTransportError", "InvoicingClient",
         "InvoicingError", "NotAcceptableError", "NotFoundError", "NotImplementedByServerError",
         "OAuth1Auth", "RateBudget", "RateLimitExceeded", "RedirectError", "RequestEvent",
-        "ResponseTooLargeError", "RetryPolicy", "ServerError", "ValidationError", "__version__",
+        "ResponseTooLargeError", "RetryPolicy", "ServerError", "StoreError", "ValidationError",
+        "__version__",
     },
     "invoicing_async.errors": {
         "APIConnectionError", "APITimeoutError", "AuthenticationError", "ClientClosedError",
         "DecodeError", "FieldError", "ForbiddenError", "HTTPStatusError",
         "InsecureTransportError", "InvoicingError", "NotAcceptableError", "NotFoundError",
         "NotImplementedByServerError", "RateLimitExceeded", "RedirectError",
-        "ResponseTooLargeError", "ServerError", "ValidationError",
+        "ResponseTooLargeError", "ServerError", "StoreError", "ValidationError",
     },
     "invoicing_async.models": {
         "CurrentSession", "FieldError", "FrequencyType", "HistoryAction", "Invoice",

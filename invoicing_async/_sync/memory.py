@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 
 from invoicing_async._sync.store import BatchResult, PendingEntry
@@ -38,6 +38,12 @@ class MemoryStore:
         if invoice_id in self.deleted:
             return None
         return self.invoices.get(invoice_id)
+
+    async def iter_invoices(self) -> AsyncIterator[Invoice]:
+        """Every live invoice, by id."""
+        for ident in sorted(self.invoices):
+            if ident not in self.deleted:
+                yield self.invoices[ident]
 
     async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
         created: list[int] = []

@@ -6,16 +6,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
 from invoicing_async._models.documents import dump_model, load_model
 from invoicing_async._sync.store import BatchResult, PendingEntry
+from invoicing_async.errors import StoreError
 from invoicing_async.models import Invoice
+
+logger = logging.getLogger("invoicing_async.sync")
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
@@ -54,33 +58,91 @@ class SQLiteStore:
     ``async with SQLiteStore(path) as store`` or call `close()`.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
-        if not self.path.exists():
-            # Owner-only from the first byte: the documents hold customers' data.
-            fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
-            os.close(fd)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
         self._lock = asyncio.Lock()
+        try:
+            if not self.path.exists():
+                # Owner-only from the first byte: the documents hold customers' data.
+                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
+                os.close(fd)
+            # `timeout`: wait for other processes' transactions (several opening one new
+            # file at once) instead of failing with "database is locked".
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout, check_same_thread=False, isolation_level=None
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open {self.path}: {exc}; check the path and its permissions"
+            ) from exc
+        try:
+            self._check_version()  # reads only: a file we cannot use is left as it is
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self._error("cannot open", exc) from exc
+            raise
+
+    def _error(self, doing: str, exc: sqlite3.Error) -> StoreError:
+        """A `StoreError` that names the file, SQLite's cause and what to do."""
+        text = str(exc)
+        lowered = f"{text} {getattr(exc, 'sqlite_errorname', '')}".lower()
+        if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+            advice = "the file is corrupt or not a SQLite database: move it away and sync anew"
+        elif "readonly" in lowered or "read-only" in lowered:
+            advice = "the file or its folder is read-only: fix the permissions or use another path"
+        elif "full" in lowered:
+            advice = "the disk is full: free space and run again (nothing of this batch was kept)"
+        elif "ioerr" in lowered or "i/o error" in lowered:
+            advice = (
+                "the disk may be full or failing: free space or check the disk, then run "
+                "again (nothing of this batch was kept)"
+            )
+        elif "locked" in lowered or "busy" in lowered:
+            advice = "another process holds the database: stop it or raise busy_timeout"
+        else:
+            advice = "see the SQLite message"
+        return StoreError(f"{doing} {self.path}: {text} ({advice})")
+
+    def _check_version(self) -> None:
+        """Refuse a file of a newer or unknown schema before anything is written to it."""
+        tables = {
+            row[0]
+            for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables:
+            return  # a new, empty file
+        version: str | None = None
+        if "meta" in tables:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = None if row is None else str(row[0])
+        if version is None or not version.isdigit():
+            raise StoreError(
+                f"{self.path} is not an invoicing-async store (tables {sorted(tables)}, schema "
+                f"version {version!r}): point the store at a new file; this one was not changed"
+            )
+        if int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this package's "
+                f"{SCHEMA_VERSION}: upgrade invoicing-async; the file was not changed"
+            )
 
     def _migrate(self) -> None:
-        self._db.executescript(_SCHEMA)
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")  # one process creates; the others wait
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
             self._db.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"{self.path} has schema version {row[0]}, newer than this package's "
-                f"{SCHEMA_VERSION}: upgrade invoicing-async"
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
             )
 
-    async def _run(self, fn: Callable[[], T]) -> T:
+    async def _run(self, fn: Callable[[], T], doing: str = "cannot use") -> T:
         async with self._lock:
             work = asyncio.ensure_future(asyncio.to_thread(fn))
             try:
@@ -92,7 +154,11 @@ class SQLiteStore:
                 while not work.done():
                     with contextlib.suppress(asyncio.CancelledError):
                         await asyncio.wait([work])
+                if not work.cancelled() and work.exception() is not None:
+                    logger.warning("store work finished after cancellation: %s", work.exception())
                 raise
+            except sqlite3.Error as exc:
+                raise self._error(doing, exc) from exc
 
     async def __aenter__(self) -> SQLiteStore:
         return self
@@ -143,6 +209,28 @@ class SQLiteStore:
 
     async def by_contact(self, contact_id: int) -> list[Invoice]:
         return await self._select("contact_id = ?", (contact_id,))
+
+    async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
+        """Every live invoice, by id, read `page` rows at a time (bounded memory)."""
+        after = -(2**63)
+        while True:
+
+            def read(last: int = after) -> list[tuple[bytes]]:
+                return self._db.execute(
+                    "SELECT document FROM invoices WHERE deleted_at IS NULL AND id > ?"
+                    " ORDER BY id LIMIT ?",
+                    (last, page),
+                ).fetchall()
+
+            rows = await self._run(read)
+            if not rows:
+                return
+            batch = self._load(rows)
+            for invoice in batch:
+                yield invoice
+            after = batch[-1].id or after
+            if len(rows) < page:
+                return
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""
@@ -210,13 +298,14 @@ class SQLiteStore:
                 db.execute(f"DELETE FROM pending WHERE id IN ({marks})", ids)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite already rolled back after e.g. a full disk
+                    db.execute("ROLLBACK")
                 raise
             return BatchResult(created=created, updated=updated, stale=stale)
 
         if not rows:
             return BatchResult(created=[], updated=[], stale=[])
-        return await self._run(write)
+        return await self._run(write, "cannot write a batch to")
 
     async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
         id_list = list(ids)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -47,6 +47,10 @@ class Store(Protocol):
 
     async def get(self, invoice_id: int) -> Invoice | None:
         """The stored invoice, or None when unknown or deleted."""
+        ...
+
+    def iter_invoices(self) -> AsyncIterator[Invoice]:
+        """Every live invoice, by id, as an async iterator (for exports and pandas)."""
         ...
 
     async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:

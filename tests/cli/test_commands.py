@@ -84,6 +84,20 @@ async def test_sync_stopped_by_the_budget_at_the_sync_list_exits_3(tmp_path: Pat
         assert "Traceback" not in err
 
 
+async def test_sync_into_a_corrupt_database_prints_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "corrupt.db"
+    db.write_bytes(b"not a database" * 500)
+    code, _out, err = await run(
+        "sync", "--base-url", "https://127.0.0.1:9", "--username", "u", "--db", str(db),
+        env={"INVOICING_PASSWORD": "pw"},
+    )  # fmt: skip
+    assert code == 1
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "corrupt or not a SQLite database" in err
+    assert db.read_bytes() == b"not a database" * 500
+
+
 async def test_sync_command_needs_credentials(tmp_path: Path) -> None:
     env = {"INVOICING_PASSWORD": "", "INVOICING_USERNAME": ""}
     os.environ.pop("INVOICING_PASSWORD", None)

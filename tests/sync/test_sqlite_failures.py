@@ -1,0 +1,135 @@
+"""SQLiteStore when the file or the disk lets it down: a `StoreError` that says what to do,
+and no change to a file it cannot use."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import invoicing_async as ia
+from invoicing_async.sync import SQLiteStore
+
+
+def snapshot(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_a_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "newer.db"
+    with sqlite3.connect(db) as raw:
+        raw.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        raw.execute("INSERT INTO meta VALUES ('schema_version', '7')")
+        raw.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, blob_v7 BLOB)")
+    raw.close()
+    before = snapshot(db)
+    with pytest.raises(ia.StoreError, match=r"schema version 7, newer .* upgrade invoicing-async"):
+        SQLiteStore(db)
+    assert snapshot(db) == before
+    assert not Path(f"{db}-wal").exists()
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY)",  # someone else's database
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",  # no version row
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', 'two')",  # an unreadable version
+    ],
+)
+def test_a_foreign_or_unversioned_database_is_refused_untouched(tmp_path: Path, setup: str) -> None:
+    db = tmp_path / "foreign.db"
+    with sqlite3.connect(db) as raw:
+        raw.executescript(setup)
+    raw.close()
+    before = snapshot(db)
+    with pytest.raises(ia.StoreError, match="not an invoicing-async store"):
+        SQLiteStore(db)
+    assert snapshot(db) == before
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"this is not sqlite at all" * 100, b"SQLite format 3\x00" + b"\xff" * 4000, b"\x00" * 8192],
+)
+def test_a_corrupt_file_is_refused_untouched(tmp_path: Path, content: bytes) -> None:
+    db = tmp_path / "corrupt.db"
+    db.write_bytes(content)
+    with pytest.raises(ia.StoreError, match="corrupt or not a SQLite database"):
+        SQLiteStore(db)
+    assert db.read_bytes() == content
+
+
+def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(ia.StoreError, match="cannot open"):
+        SQLiteStore(tmp_path / "no-such-folder" / "s.db")
+
+
+async def test_several_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
+    code = "import sys; from invoicing_async.sync import SQLiteStore; SQLiteStore(sys.argv[1])"
+    for trial in range(8):
+        db = tmp_path / f"new-{trial}.db"
+        processes = [
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-c", code, str(db), stderr=asyncio.subprocess.PIPE
+            )
+            for _ in range(3)
+        ]
+        results = [await p.communicate() for p in processes]
+        errors = [err.decode() for _, err in results if err]
+        assert errors == []
+        assert [p.returncode for p in processes] == [0, 0, 0]
+        with sqlite3.connect(db) as raw:
+            assert raw.execute("SELECT value FROM meta").fetchall() == [("1",)]
+        raw.close()
+
+
+DISK_FULL_CHILD = textwrap.dedent(
+    """
+    import asyncio, resource, signal, sys
+    from invoicing_async import models as m, StoreError
+    from invoicing_async.sync import SQLiteStore
+
+    async def main(path):
+        store = SQLiteStore(path)
+        # From here on the file may not grow past 256 KiB: writes fail as on a full disk.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+        for batch in range(1000):
+            invoices = [m.Invoice(id=batch * 100 + i, revision=1, po_number="x" * 500)
+                        for i in range(1, 101)]
+            try:
+                await store.apply_batch(invoices)
+            except StoreError as exc:
+                print(batch, exc, sep="|")
+                return
+        print("never full")
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+async def test_a_full_disk_is_named_and_leaves_whole_batches(tmp_path: Path) -> None:
+    db = tmp_path / "full.db"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DISK_FULL_CHILD, str(db),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert b"never retrieved" not in err
+    batches, message = out.decode().strip().split("|", 1)
+    # A file-size limit reads as an I/O error to SQLite, a full disk as SQLITE_FULL.
+    assert "disk is full" in message or "disk may be full" in message
+    assert "cannot rollback" not in message
+    assert int(batches) > 0
+    async with SQLiteStore(db) as store:
+        stored = await store.revisions()
+    assert len(stored) % 100 == 0  # whole batches only
+    assert len(stored) <= int(batches) * 100

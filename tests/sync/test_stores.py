@@ -1,0 +1,77 @@
+"""The `Store` contract, checked against every store the package ships."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from invoicing_async import models as m
+from invoicing_async.sync import MemoryStore, PendingEntry, SQLiteStore, Store
+
+AT = dt.datetime(2014, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def inv(ident: int, revision: int, po: str = "") -> m.Invoice:
+    return m.Invoice(id=ident, revision=revision, po_number=po or f"r{revision}", state="open")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    made: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+    yield made
+    await made.close()
+
+
+async def test_new_updated_and_stale_are_told_apart(store: Store) -> None:
+    first = await store.apply_batch([inv(1, 10), inv(2, 10)])
+    assert (first.created, first.updated, first.stale) == ([1, 2], [], [])
+    second = await store.apply_batch([inv(1, 11, "newer"), inv(2, 9, "older"), inv(3, 1)])
+    assert (second.created, second.updated, second.stale) == ([3], [1], [2])
+    assert await store.revisions() == {1: 11, 2: 10, 3: 1}
+    two = await store.get(2)
+    assert two is not None
+    assert two.po_number == "r10"  # the older revision did not overwrite it
+    same = await store.apply_batch([inv(1, 11, "same revision")])
+    assert same.stale == [1]
+
+
+async def test_tombstones_and_revival(store: Store) -> None:
+    await store.apply_batch([inv(1, 1), inv(2, 1), inv(3, 1)])
+    assert await store.apply_deletions([1, 2, 99], AT) == 2
+    assert await store.apply_deletions([1], AT) == 0  # already a tombstone
+    assert await store.get(1) is None
+    assert await store.revisions() == {3: 1}
+    revived = await store.apply_batch([inv(1, 1)])  # listed again, even at the same revision
+    assert revived.created == [1]
+    assert await store.get(1) is not None
+
+
+async def test_pending_plan_round_trips(store: Store) -> None:
+    entries = {
+        4: PendingEntry(id=4, revision=7),
+        5: PendingEntry(id=5, revision=8, attempts=3, quarantined=True, since=1234.5),
+    }
+    await store.save_pending(entries)
+    assert await store.pending() == entries
+    await store.apply_batch([inv(4, 7)])
+    assert set(await store.pending()) <= {4, 5}
+    await store.save_pending({})
+    assert await store.pending() == {}
+
+
+async def test_iterates_every_live_invoice_in_id_order(store: Store) -> None:
+    await store.apply_batch([inv(i, 1) for i in (5, 3, 9, 1, 7)])
+    await store.apply_deletions([3], AT)
+    seen = [invoice.id async for invoice in store.iter_invoices()]
+    assert seen == [1, 5, 7, 9]
+
+
+async def test_sqlite_iteration_pages_through_bounded_reads(tmp_path: Path) -> None:
+    async with SQLiteStore(tmp_path / "p.db") as store:
+        await store.apply_batch([inv(i, 1) for i in range(1, 1001)])
+        await store.apply_deletions(range(1, 1001, 2), AT)
+        seen = [invoice.id async for invoice in store.iter_invoices(page=7)]
+    assert seen == list(range(2, 1001, 2))
