@@ -62,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("--concurrency", type=int, default=4)
     sync.add_argument("--no-progress", action="store_true")
 
+    many = commands.add_parser(
+        "sync-many", help="sync every account of a TOML accounts file into SQLite files"
+    )
+    many.add_argument("accounts_file", type=Path, help="TOML: [[accounts]] tables")
+    many.add_argument("--concurrency", type=int, default=8, help="accounts synced at once")
+    many.add_argument("--wait-for-budget", action="store_true", help="wait for the hourly budget")
+    many.add_argument("--json", action="store_true", help="print the summary as JSON")
+
     fake = commands.add_parser("fake-server", help="run the fake service until interrupted")
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8443)
@@ -100,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command == "sync":
             return asyncio.run(_sync(args))
+        if args.command == "sync-many":
+            return asyncio.run(_sync_many(args))
         return asyncio.run(_fake_server(args))
     except KeyboardInterrupt:
         return 130
@@ -110,6 +120,7 @@ async def _sync(args: argparse.Namespace) -> int:
 
     import invoicing_async as ia
     from invoicing_async._cli.progress import ProgressBar
+    from invoicing_async._cli.sync_many import StoreLock
     from invoicing_async._sync.engine import SyncEngine
     from invoicing_async._sync.sqlite import SQLiteStore
 
@@ -124,6 +135,10 @@ async def _sync(args: argparse.Namespace) -> int:
     context = None
     if args.ca_file:
         context = ssl.create_default_context(cafile=str(args.ca_file))
+    lock = StoreLock(args.db)
+    if not lock.acquire():
+        print(f"another sync holds {lock.path}: not started", file=sys.stderr)
+        return 3
     bar = None if args.no_progress or args.json else ProgressBar("sync")
     try:
         async with (
@@ -153,6 +168,7 @@ async def _sync(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
+        lock.release()
         if bar is not None:
             bar.close()
     if args.json:
@@ -160,6 +176,36 @@ async def _sync(args: argparse.Namespace) -> int:
     else:
         print(_report_line(report))
     return 0 if report.complete or args.dry_run else 3
+
+
+async def _sync_many(args: argparse.Namespace) -> int:
+    from invoicing_async._cli.accounts_file import AccountsFileError, load_accounts
+    from invoicing_async._cli.sync_many import AccountOutcome, exit_code, summary, sync_many
+
+    try:
+        accounts = load_accounts(args.accounts_file)
+    except AccountsFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    def progress(outcome: AccountOutcome) -> None:
+        if not args.json:
+            line = _report_line(outcome.report) if outcome.report else outcome.error
+            print(f"{outcome.name}: {outcome.status}: {line}", flush=True)
+
+    outcomes = await sync_many(
+        accounts,
+        concurrency=args.concurrency,
+        wait_for_budget=args.wait_for_budget,
+        on_done=progress,
+    )
+    result = summary(outcomes)
+    if args.json:
+        print(json.dumps(result, default=str, indent=2))
+    else:
+        counts = ", ".join(f"{n} {status}" for status, n in result["counts"].items() if n)
+        print(f"{len(outcomes)} accounts: {counts}; {result['requests']} requests")
+    return exit_code(outcomes)
 
 
 def _report_line(report: Any) -> str:

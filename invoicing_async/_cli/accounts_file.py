@@ -1,0 +1,164 @@
+"""The accounts file of `sync-many`: one TOML table per account, secrets by reference only.
+
+```toml
+[defaults]                      # optional; any account key may be given here
+format = "json"
+db_dir = "stores"               # an account's store: <db_dir>/<name>.sqlite3 unless `db`
+
+[[accounts]]
+name = "acme"
+base_url = "https://acme.example.com"
+username = "api-user"
+password_env = "ACME_PASSWORD"  # or password_file = "/run/secrets/acme" (owner-only)
+```
+
+OAuth 1: `auth = "oauth1"`, `consumer_key`, `token`, and the two secrets as
+`consumer_secret_env`/`_file` and `token_secret_env`/`_file`. A secret is never written
+in the file itself: it would sit in clear text wherever the file is copied.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+import invoicing_async as ia
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_KNOWN = frozenset(
+    {
+        "name", "base_url", "format", "db", "db_dir", "ca_file", "auth", "username",
+        "password_env", "password_file", "consumer_key", "consumer_secret_env",
+        "consumer_secret_file", "token", "token_secret_env", "token_secret_file",
+    }
+)  # fmt: skip
+_SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
+
+
+class AccountsFileError(ia.InvoicingError):
+    """The accounts file cannot be used; the message names the account and the key."""
+
+
+@attrs.frozen
+class AccountConfig:
+    """One account of the file, its secrets not yet read (see `auth()`)."""
+
+    name: str
+    base_url: str
+    format: ia.Format
+    db: Path
+    ca_file: Path | None
+    settings: Mapping[str, str] = attrs.field(repr=False)
+
+    def auth(self) -> ia.Auth:
+        """The account's credentials, reading each secret from its variable or file now."""
+        kind = self.settings.get("auth", "basic")
+        if kind == "basic":
+            return ia.BasicAuth(self._require("username"), self._secret("password"))
+        if kind == "oauth1":
+            return ia.OAuth1Auth(
+                self._require("consumer_key"),
+                self._secret("consumer_secret"),
+                self._require("token"),
+                self._secret("token_secret"),
+            )
+        raise AccountsFileError(f"account {self.name!r}: auth must be 'basic' or 'oauth1'")
+
+    def _require(self, key: str) -> str:
+        value = self.settings.get(key)
+        if not value:
+            raise AccountsFileError(f"account {self.name!r}: {key} is required")
+        return value
+
+    def _secret(self, key: str) -> str:
+        env, file = self.settings.get(f"{key}_env"), self.settings.get(f"{key}_file")
+        if env:
+            value = os.environ.get(env)
+            if value is None:
+                raise AccountsFileError(f"account {self.name!r}: ${env} ({key}) is not set")
+            return value
+        if file:
+            return _read_secret_file(self.name, key, Path(file))
+        raise AccountsFileError(f"account {self.name!r}: give {key}_env or {key}_file")
+
+
+def _read_secret_file(name: str, key: str, path: Path) -> str:
+    try:
+        info = path.stat()
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise AccountsFileError(
+                f"account {name!r}: {key}_file {path} is readable by others "
+                f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
+            )
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise AccountsFileError(f"account {name!r}: cannot read {key}_file {path}: {exc}") from exc
+
+
+def load_accounts(path: Path) -> list[AccountConfig]:
+    """Read and check the whole file before anything runs: a typo fails all at once."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from exc
+    defaults = data.get("defaults", {})
+    accounts = data.get("accounts")
+    if not isinstance(defaults, dict) or not isinstance(accounts, list) or not accounts:
+        raise AccountsFileError(f"{path}: expected [[accounts]] tables (and optional [defaults])")
+    base = path.parent
+    configs: list[AccountConfig] = []
+    for index, raw in enumerate(accounts, 1):
+        if not isinstance(raw, dict):
+            raise AccountsFileError(f"{path}: account #{index} is not a table")
+        configs.append(_account({**defaults, **raw}, index, base))
+    names = [c.name for c in configs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise AccountsFileError(f"{path}: account names must be unique: {duplicates}")
+    return configs
+
+
+def _account(raw: dict[str, Any], index: int, base: Path) -> AccountConfig:
+    name = str(raw.get("name", ""))
+    label = f"account {name!r}" if name else f"account #{index}"
+    if not _NAME.fullmatch(name):
+        raise AccountsFileError(f"{label}: name must be 1-64 letters, digits, '.', '_' or '-'")
+    clear = sorted(_SECRET_VALUES & raw.keys())
+    if clear:
+        raise AccountsFileError(
+            f"{label}: {clear[0]} written in the file; use {clear[0]}_env or {clear[0]}_file"
+        )
+    unknown = sorted(raw.keys() - _KNOWN)
+    if unknown:
+        raise AccountsFileError(f"{label}: unknown keys {unknown}")
+    if not isinstance(raw.get("base_url"), str):
+        raise AccountsFileError(f"{label}: base_url is required")
+    fmt = raw.get("format", "xml")
+    if fmt not in ("xml", "json"):
+        raise AccountsFileError(f"{label}: format must be 'xml' or 'json'")
+    db_dir = base / str(raw.get("db_dir", "."))
+    db = base / str(raw["db"]) if "db" in raw else db_dir / f"{name}.sqlite3"
+    ca = base / str(raw["ca_file"]) if raw.get("ca_file") else None
+    # Paths in the file are relative to the file, wherever the command runs.
+    settings = {
+        k: str(base / str(v)) if k.endswith("_file") else str(v)
+        for k, v in raw.items()
+        if k not in ("name", "db", "db_dir")
+    }
+    return AccountConfig(
+        name=name, base_url=raw["base_url"], format=fmt, db=db, ca_file=ca, settings=settings
+    )
