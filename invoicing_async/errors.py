@@ -16,6 +16,7 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "ClientClosedError",
+    "ConfigurationError",
     "DecodeError",
     "FieldError",
     "ForbiddenError",
@@ -70,6 +71,10 @@ class DecodeError(InvoicingError):
 
 class ResponseTooLargeError(InvoicingError):
     """A response larger than `max_response_bytes`: not read further (a limit, not bad data)."""
+
+
+class ConfigurationError(InvoicingError, ValueError):
+    """Settings that cannot work (from the environment, an accounts file): names what to set."""
 
 
 class ClientClosedError(InvoicingError, RuntimeError):

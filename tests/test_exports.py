@@ -20,7 +20,7 @@ README = Path(__file__).parents[1] / "README.md"
 PUBLIC: dict[str, set[str]] = {
     "invoicing_async": {
         "APIConnectionError", "APITimeoutError", "Auth", "AuthenticationError", "BasicAuth",
-        "BudgetSnapshot", "ClientClosedError", "DecodeError", "FieldError", "ForbiddenError",
+        "BudgetSnapshot", "ClientClosedError", "ConfigurationError", "DecodeError", "FieldError", "ForbiddenError",
         "Format", "HTTPStatusError", "InsecureTransportError", "InvoicingClient",
         "InvoicingError", "NotAcceptableError", "NotFoundError", "NotImplementedByServerError",
         "OAuth1Auth", "RateBudget", "RateLimitExceeded", "RedirectError", "RequestEvent",
@@ -29,7 +29,7 @@ PUBLIC: dict[str, set[str]] = {
     },
     "invoicing_async.errors": {
         "APIConnectionError", "APITimeoutError", "AuthenticationError", "ClientClosedError",
-        "DecodeError", "FieldError", "ForbiddenError", "HTTPStatusError",
+        "ConfigurationError", "DecodeError", "FieldError", "ForbiddenError", "HTTPStatusError",
         "InsecureTransportError", "InvoicingError", "NotAcceptableError", "NotFoundError",
         "NotImplementedByServerError", "RateLimitExceeded", "RedirectError",
         "ResponseTooLargeError", "ServerError", "StoreError", "ValidationError",

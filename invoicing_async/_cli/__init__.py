@@ -45,7 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--db", type=Path, required=True, help="SQLite file to create or update")
     sync.add_argument(
-        "--username", default=os.environ.get(ENV_USERNAME), help=f"or ${ENV_USERNAME}"
+        "--username",
+        default=os.environ.get(ENV_USERNAME),
+        help=f"or ${ENV_USERNAME}; without one, OAuth 1 credentials are read from "
+        "$INVOICING_CONSUMER_KEY, $INVOICING_CONSUMER_SECRET, $INVOICING_TOKEN and "
+        "$INVOICING_TOKEN_SECRET",
     )
     sync.add_argument(
         "--password-env",
@@ -123,15 +127,24 @@ async def _sync(args: argparse.Namespace) -> int:
     from invoicing_async._cli.sync_many import StoreLock
     from invoicing_async._sync.engine import SyncEngine
     from invoicing_async._sync.sqlite import SQLiteStore
+    from invoicing_async._transport.environment import auth_from_env
 
-    if not args.base_url or not args.username:
-        print("error: --base-url and --username (or their environment variables) are required",
-              file=sys.stderr)  # fmt: skip
+    if not args.base_url:
+        print(f"error: --base-url (or ${ENV_BASE_URL}) is required", file=sys.stderr)
         return 2
-    password = os.environ.get(args.password_env)
-    if password is None:
-        print(f"error: set the password in ${args.password_env}", file=sys.stderr)
-        return 2
+    auth: ia.Auth
+    if args.username:
+        password = os.environ.get(args.password_env)
+        if password is None:
+            print(f"error: set the password in ${args.password_env}", file=sys.stderr)
+            return 2
+        auth = ia.BasicAuth(args.username, password)
+    else:
+        try:  # OAuth 1 (or Basic) from the INVOICING_* variables
+            auth = auth_from_env()
+        except ia.ConfigurationError as exc:
+            print(f"error: no username given and {exc}", file=sys.stderr)
+            return 2
     context = None
     if args.ca_file:
         context = ssl.create_default_context(cafile=str(args.ca_file))
@@ -144,7 +157,7 @@ async def _sync(args: argparse.Namespace) -> int:
         async with (
             ia.InvoicingClient(
                 args.base_url,
-                auth=ia.BasicAuth(args.username, password),
+                auth=auth,
                 format=args.format,
                 ssl=context,
             ) as client,

@@ -98,6 +98,30 @@ async def test_sync_into_a_corrupt_database_prints_one_line(tmp_path: Path) -> N
     assert db.read_bytes() == b"not a database" * 500
 
 
+async def test_sync_command_takes_oauth1_credentials_from_the_environment(tmp_path: Path) -> None:
+    async with FakeInvoicingService(invoices=3, seed=3) as service:
+        ca = tmp_path / "ca.pem"
+        service.write_ca(ca)
+        env = {"INVOICING_USERNAME": "", "INVOICING_PASSWORD": "",
+               "INVOICING_CONSUMER_KEY": "ck-1", "INVOICING_CONSUMER_SECRET": "cs-secret-1",
+               "INVOICING_TOKEN": "tk-1", "INVOICING_TOKEN_SECRET": "ts-secret-1"}  # fmt: skip
+        code, out, err = await run(
+            "sync", "--base-url", service.base_url, "--db", str(tmp_path / "o.db"),
+            "--ca-file", str(ca), env=env,
+        )  # fmt: skip
+        # The fake service accepts Basic only: the OAuth-signed request is refused.
+        assert code == 1, err
+        assert "401" in err
+        assert "cs-secret-1" not in out + err
+        assert "ts-secret-1" not in out + err
+        del env["INVOICING_TOKEN_SECRET"]
+        code, out, err = await run(
+            "sync", "--base-url", service.base_url, "--db", str(tmp_path / "o.db"), env=env
+        )
+        assert code == 2
+        assert "OAuth 1 needs INVOICING_TOKEN_SECRET" in err
+
+
 async def test_sync_command_needs_credentials(tmp_path: Path) -> None:
     env = {"INVOICING_PASSWORD": "", "INVOICING_USERNAME": ""}
     os.environ.pop("INVOICING_PASSWORD", None)
