@@ -94,9 +94,14 @@ class InvoicingClient:
         return self._transport.base_url
 
     @property
-    def transport(self) -> HTTPTransport:
-        """The session wrapper, for advanced use (raw requests, inspection)."""
-        return self._transport
+    def requests_sent(self) -> int:
+        """Every HTTP request this client sent, retries and redirects included."""
+        return self._transport.requests_sent
+
+    @property
+    def is_closed(self) -> bool:
+        """True after `aclose()` (or the end of `async with`): make a new client then."""
+        return self._transport.is_closed
 
     def budget_snapshot(self) -> BudgetSnapshot:
         """Limit, remaining requests and estimated refill, for progress displays."""
@@ -112,7 +117,7 @@ class InvoicingClient:
         await self._transport.close()
 
     async def __aenter__(self) -> InvoicingClient:
-        self._transport._get_session()
+        self._transport.open()
         return self
 
     async def __aexit__(

@@ -69,6 +69,10 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
             print(f"On the service: changed {len(changed[:20])}, deleted {len(changed[20:])}, "
                   f"created invoice {created.id} (1 request)")  # fmt: skip
 
+            # An hour passes on the service's clock before the next sync. (A sync within
+            # the second of a change would read that invoice again on the run after it:
+            # revisions are whole seconds, and it may change again in the same second.)
+            service.clock.advance(seconds=3600)
             second = await SyncEngine(client, store).run()
             print(_line("second sync", second))
             third = await SyncEngine(client, store).run()

@@ -6,6 +6,8 @@ import builtins
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from invoicing_async._models.converter import changes_to_wire
 from invoicing_async._models.documents import (
     dump_model,
@@ -17,11 +19,21 @@ from invoicing_async._models.documents import (
 )
 from invoicing_async._resources import validation
 from invoicing_async._resources.base import Resource, id_from_location, segment
+from invoicing_async._transport.response import server_time
 from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
 
-__all__ = ["SYNC_FETCH_LIMIT", "InvoicesResource"]
+__all__ = ["SYNC_FETCH_LIMIT", "FetchedBatch", "InvoicesResource"]
 
 SYNC_FETCH_LIMIT = 100
+
+
+@attrs.frozen
+class FetchedBatch:
+    """The invoices of one sync-fetch reply and the server's clock when it answered
+    (from `Date`; None when the server sent none)."""
+
+    invoices: builtins.list[Invoice]
+    server_time: float | None
 
 
 class InvoicesResource(Resource):
@@ -158,15 +170,23 @@ class InvoicesResource(Resource):
         return invoices
 
     async def sync_fetch_batch(self, ids: builtins.list[int]) -> builtins.list[Invoice]:
-        """One sync-fetch request for at most 100 ids (the sync engine's unit of work)."""
+        """One sync-fetch request for at most 100 ids."""
+        return (await self.fetch_batch(ids)).invoices
+
+    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
+        """One sync-fetch request for at most 100 ids, with the server's time of the reply
+        (the sync engine's unit of work: it needs to know when the invoices were read)."""
         if len(ids) > SYNC_FETCH_LIMIT:
             raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
         if not ids:
-            return []
+            return FetchedBatch(invoices=[], server_time=None)
         response = await self._transport.request(
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
-        return load_list(response.body, self._fmt, Invoice)
+        return FetchedBatch(
+            invoices=load_list(response.body, self._fmt, Invoice),
+            server_time=server_time(response.headers),
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

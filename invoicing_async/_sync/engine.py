@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import attrs
 
-from invoicing_async._client import InvoicingClient
+from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, plan_sync
+from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, Store
 from invoicing_async.errors import (
     APIConnectionError,
@@ -38,6 +39,8 @@ class SyncReport:
     unchanged: int = 0
     fetched: int = 0
     stale: int = 0
+    ignored: int = 0  # invoices in replies that were not asked for, or older duplicates
+    rechecks: int = 0  # fetched within their revision's own second: fetched again next run
     requests: int = 0
     batches: int = 0
     planned: int = 0
@@ -92,7 +95,7 @@ class SyncEngine:
 
     def __init__(
         self,
-        client: InvoicingClient,
+        client: SyncClient,
         store: Store,
         *,
         concurrency: int = 4,
@@ -105,6 +108,8 @@ class SyncEngine:
         dry_run: bool = False,
         on_progress: Callable[[SyncProgress], None] | None = None,
         on_batch: Callable[[BatchCommitted], None] | None = None,
+        recheck_within: float = 5.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -120,26 +125,46 @@ class SyncEngine:
         self.dry_run = dry_run
         self.on_progress = on_progress
         self.on_batch = on_batch
+        self.recheck_within = recheck_within
+        self.clock = clock
 
     async def plan(self) -> tuple[SyncPlan, int]:
         """List and diff, without fetching or writing: (plan, requests spent)."""
-        before = self.client.transport.requests_sent
-        listed = await self.client.invoices.sync_revisions()
+        before = self.client.requests_sent
+        while True:
+            try:
+                listed = await self.client.invoices.sync_revisions()
+                break
+            except RateLimitExceeded as exc:
+                if not self.wait_for_budget:
+                    raise
+                await sleep_for_budget(exc)
         plan = plan_sync(
             listed,
             await self.store.revisions(),
             await self.store.pending(),
             max_delete_share=self.max_delete_share,
             force_deletions=self.force_deletions,
-            now=time.time(),
+            now=self.clock(),
             quarantine_for=self.quarantine_for,
         )
-        return plan, self.client.transport.requests_sent - before
+        return plan, self.client.requests_sent - before
+
+    def read_too_early(self, invoice: Invoice, server_time: float | None) -> bool:
+        """True when the invoice was read within its revision's own second, so a later
+        change in that second would keep the same revision: it must be read again.
+
+        By the reply's `Date` when the server sent one; else within `recheck_within`
+        seconds of our own clock (which may differ from the server's).
+        """
+        revision = invoice.revision or 0
+        if server_time is not None:
+            return revision >= int(server_time)
+        return abs(self.clock() - revision) <= self.recheck_within
 
     async def run(self) -> SyncReport:
         started = time.monotonic()
-        transport = self.client.transport
-        first_request = transport.requests_sent
+        first_request = self.client.requests_sent
         plan, _ = await self.plan()
         report = SyncReport(
             listed=plan.listed,
@@ -164,7 +189,7 @@ class SyncEngine:
             report.pending = list(plan.to_fetch)
             report.deleted = len(plan.to_delete)
             report.eta = self.client.budget.time_for(plan.batches)
-            report.requests = transport.requests_sent - first_request
+            report.requests = self.client.requests_sent - first_request
             report.seconds = time.monotonic() - started
             return report
 
@@ -181,7 +206,7 @@ class SyncEngine:
         finally:
             await self.store.save_pending(run.remaining_plan())
             report.pending = sorted(run.queued_ids())
-            report.requests = transport.requests_sent - first_request
+            report.requests = self.client.requests_sent - first_request
             report.seconds = time.monotonic() - started
         return report
 
@@ -192,7 +217,7 @@ class SyncEngine:
         Ids the service no longer returns are left for the next full run to tombstone.
         """
         started = time.monotonic()
-        first_request = self.client.transport.requests_sent
+        first_request = self.client.requests_sent
         unique = list(dict.fromkeys(ids))
         stored = await self.store.revisions()
         entries = {i: PendingEntry(id=i, revision=stored.get(i, 0)) for i in unique}
@@ -213,9 +238,31 @@ class SyncEngine:
         await run.fetch_all()
         report.quarantined = []
         report.pending = sorted(run.queued_ids())
-        report.requests = self.client.transport.requests_sent - first_request
+        report.requests = self.client.requests_sent - first_request
         report.seconds = time.monotonic() - started
         return report
+
+
+async def sleep_for_budget(exc: RateLimitExceeded) -> None:
+    """Wait as long as the budget's refusal says (a minute when it gives no estimate)."""
+    wait = exc.retry_after if exc.retry_after is not None else 60.0
+    logger.info("budget spent; waiting %.0fs as asked", wait)
+    await asyncio.sleep(wait)
+
+
+def newest_of_requested(ids: list[int], reply: list[Invoice]) -> list[Invoice]:
+    """The invoices of a sync-fetch reply worth storing: only ids that were asked for
+    (never another account's), and of an id sent twice only its newest revision."""
+    wanted = set(ids)
+    best: dict[int, Invoice] = {}
+    for invoice in reply:
+        ident = invoice.id
+        if ident is None or ident not in wanted:
+            continue
+        held = best.get(ident)
+        if held is None or (invoice.revision or 0) > (held.revision or 0):
+            best[ident] = invoice
+    return list(best.values())
 
 
 class _Run:
@@ -241,13 +288,19 @@ class _Run:
         self.failures = 0
         self.stop = False
         self.done = 0
+        self.rechecks: dict[int, PendingEntry] = {}
 
     def queued_ids(self) -> set[int]:
         return set(self.queue) | self.in_flight
 
     def remaining_plan(self) -> dict[int, PendingEntry]:
+        """What the next run must still do: the ids not fetched, the quarantined ones, and
+        the rechecks of invoices fetched within their revision's own second."""
         keep = self.queued_ids()
-        return {i: e for i, e in self.entries.items() if i in keep or e.quarantined}
+        plan = dict(self.rechecks)
+        plan.update((i, e) for i, e in self.entries.items() if i in keep or e.quarantined)
+        self.report.rechecks = len(self.rechecks)
+        return plan
 
     async def fetch_all(self) -> None:
         workers = [asyncio.ensure_future(self._worker()) for _ in range(self.engine.concurrency)]
@@ -274,13 +327,11 @@ class _Run:
         while self.queue and not self.stop:
             ids = self._next_batch()
             try:
-                invoices = await client.invoices.sync_fetch_batch(ids)
+                batch = await client.invoices.fetch_batch(ids)
             except RateLimitExceeded as exc:
                 self._give_back(ids)
                 if engine.wait_for_budget:
-                    wait = exc.retry_after if exc.retry_after is not None else 60.0
-                    logger.info("budget spent; waiting %.0fs as asked", wait)
-                    await asyncio.sleep(wait)
+                    await sleep_for_budget(exc)
                     continue
                 self.stop = True
                 self.report.stopped_for_budget = True
@@ -296,11 +347,22 @@ class _Run:
                     self.stop = True
                     return
                 continue
-            await self._commit(ids, invoices)
+            await self._commit(ids, batch)
 
-    async def _commit(self, ids: list[int], invoices: list[Invoice]) -> None:
+    async def _commit(self, ids: list[int], batch: FetchedBatch) -> None:
         engine = self.engine
+        reply = batch.invoices
+        invoices = newest_of_requested(ids, reply)
+        if len(invoices) != len(reply):
+            self.report.ignored += len(reply) - len(invoices)
+            logger.warning("sync fetch of %d ids answered %d invoices: kept the %d asked for",
+                           len(ids), len(reply), len(invoices))  # fmt: skip
         result = await engine.store.apply_batch(invoices)
+        for invoice in invoices:
+            if invoice.id is not None and engine.read_too_early(invoice, batch.server_time):
+                self.rechecks[invoice.id] = PendingEntry(
+                    id=invoice.id, revision=invoice.revision or 0
+                )
         self.in_flight.difference_update(ids)
         report = self.report
         report.batches += 1
@@ -342,7 +404,7 @@ class _Run:
                 SyncProgress(
                     done=self.done,
                     total=len(self.plan.to_fetch),
-                    requests=engine.client.transport.requests_sent - self.first_request,
+                    requests=engine.client.requests_sent - self.first_request,
                     budget_left=budget.snapshot().remaining,
                     eta=budget.time_for(remaining) if remaining else 0.0,
                 )

@@ -56,7 +56,7 @@ class MemoryStore:
             revived = invoice.id in self.deleted
             if current is None or revived:
                 created.append(invoice.id)
-            elif (invoice.revision or 0) > (current.revision or 0):
+            elif (invoice.revision or 0) >= (current.revision or 0):  # same second: later wins
                 updated.append(invoice.id)
             else:
                 stale.append(invoice.id)

@@ -43,6 +43,16 @@ class SyncPlan:
         return self.batches
 
 
+def _recheck(before: PendingEntry | None, listed: int, stored: int) -> bool:
+    """A stored invoice to fetch again although its revision did not grow.
+
+    Revisions are the Unix second of `updated_at`: an invoice fetched within that second
+    may change again under the same revision, so the engine leaves a pending entry at the
+    stored revision to have it fetched once more.
+    """
+    return before is not None and not before.quarantined and before.revision == listed == stored
+
+
 def plan_sync(
     listed: Mapping[int, int] | Sequence[SyncEntry],
     stored: Mapping[int, int],
@@ -55,8 +65,9 @@ def plan_sync(
 ) -> SyncPlan:
     """Compare the sync list ({id: revision} or entries) with the stored revisions.
 
-    An id is fetched when it is new or its listed revision is higher than the stored
-    one. Ids quarantined for the same revision are skipped until the revision changes
+    An id is fetched when it is new, its listed revision is higher than the stored one,
+    or it was fetched within its revision's own second (a pending entry at the stored
+    revision). Ids quarantined for the same revision are skipped until the revision changes
     or `quarantine_for` seconds have passed since (`now` is the current Unix time); then
     they get one more try.
     Ids pending from an interrupted run go first, so a resumed run finishes them.
@@ -76,10 +87,10 @@ def plan_sync(
     plan_pending: dict[int, PendingEntry] = {}
     for ident, revision in listed_revisions.items():
         have = stored.get(ident)
-        if have is not None and revision <= have:
+        before = pending.get(ident)
+        if have is not None and revision <= have and not _recheck(before, revision, have):
             unchanged += 1
             continue
-        before = pending.get(ident)
         attempts = before.attempts if before is not None and before.revision == revision else 0
         if before is not None and before.quarantined and before.revision == revision:
             if now - before.since < quarantine_for:

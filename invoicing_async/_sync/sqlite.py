@@ -281,7 +281,7 @@ class SQLiteStore:
                     before = existing.get(row[0])
                     if before is None or before[1] is not None:
                         created.append(row[0])
-                    elif row[1] > before[0]:
+                    elif row[1] >= before[0]:  # same second: the later fetch wins
                         updated.append(row[0])
                     else:
                         stale.append(row[0])

@@ -19,7 +19,7 @@ class BatchResult:
 
     created: list[int]
     updated: list[int]
-    stale: list[int]  # fetched revision older than (or equal to) the stored one: not written
+    stale: list[int]  # fetched revision older than the stored one: not written
 
 
 @attrs.frozen
@@ -54,7 +54,11 @@ class Store(Protocol):
         ...
 
     async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
-        """Write fetched invoices; an older revision never overwrites a newer one."""
+        """Write fetched invoices; an older revision never overwrites a newer one.
+
+        An equal revision does overwrite: revisions are whole seconds, and a later fetch of
+        the same second may hold a later change.
+        """
         ...
 
     async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:

@@ -133,6 +133,15 @@ class HTTPTransport:
 
     # -- lifecycle ---------------------------------------------------------------------
 
+    @property
+    def is_closed(self) -> bool:
+        """True once `close()` ran: the transport sends nothing more."""
+        return self._closed
+
+    def open(self) -> None:
+        """Create the aiohttp session now (inside the running loop) if there is none yet."""
+        self._get_session()
+
     def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
             raise ClientClosedError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import re
 from collections.abc import Mapping
 
@@ -21,7 +22,14 @@ from invoicing_async.errors import (
     ValidationError,
 )
 
-__all__ = ["RateHeaders", "Response", "error_for", "is_budget_refusal", "rate_headers"]
+__all__ = [
+    "RateHeaders",
+    "Response",
+    "error_for",
+    "is_budget_refusal",
+    "rate_headers",
+    "server_time",
+]
 
 _RATE_BODY = re.compile(rb"rate.?limit|limit exceeded|too many requests", re.IGNORECASE)
 
@@ -62,6 +70,21 @@ def rate_headers(headers: Headers) -> RateHeaders:
         limit=_header_int(headers, "X-RateLimit-Limit"),
         remaining=_header_int(headers, "X-RateLimit-Remaining"),
     )
+
+
+def server_time(headers: Headers) -> float | None:
+    """The server's clock (Unix seconds, whole) from the `Date` header, or None."""
+    ci = headers if isinstance(headers, (CIMultiDict, CIMultiDictProxy)) else CIMultiDict(headers)
+    raw = ci.get("Date")
+    if not raw:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None  # "-0000": no zone given, so no point in time
+    return when.timestamp()
 
 
 def is_budget_refusal(status: int, headers: Headers, body: bytes) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import email.utils
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -272,6 +273,8 @@ def build_app(service: FakeInvoicingService) -> web.Application:
             account.counters["truncated"] += 1
             return await _truncated(request, status, payload, fmt, headers)
         response = web.Response(status=status, body=payload, headers=headers)
+        # The service's clock is the account's (fake) clock, also in the Date header.
+        response.headers["Date"] = email.utils.formatdate(account.clock.timestamp(), usegmt=True)
         if payload:
             response.headers["Content-Type"] = _content_type(fmt)
         return response

@@ -16,7 +16,7 @@ from invoicing_async.sync import (
     SyncEngine,
     SyncProgress,
 )
-from invoicing_async.testing import FakeInvoicingService, populate
+from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def fetch_sizes(service: FakeInvoicingService, since: int = 0) -> list[int]:
     return sizes
 
 
-@pytest.mark.parametrize("changed", [0, 1, 99, 100, 101, 250, 1000])
+@pytest.mark.parametrize("changed", [0, 250])  # the full range runs in test_engine_memory
 async def test_a_run_costs_one_list_plus_ceil_n_over_100(
     big_service: FakeInvoicingService, changed: int
 ) -> None:
@@ -117,23 +117,29 @@ async def test_mass_deletion_and_empty_list_are_refused_unless_forced(
     assert len(await store.revisions()) == 4
 
 
-async def test_changes_between_list_and_fetch_store_the_newer_revision(
-    big_service: FakeInvoicingService,
-) -> None:
-    populate(big_service.account, 300, seed=7)
-    big_service.account.faults.mutate_after_list = 40
-    big_service.account.faults.seed = 7
-    store = MemoryStore()
-    async with big_service.client() as client:
-        await SyncEngine(client, store).run()
-        big_service.account.faults.mutate_after_list = 0
-        # The stored revision is the fetched one (newer than listed): nothing to redo.
-        report = await SyncEngine(client, store).run()
-    assert report.requests == 1
-    assert report.updated == 0
-    assert await store.revisions() == {
-        i: inv.revision for i, inv in big_service.account.invoices.items()
-    }
+async def test_changes_between_list_and_fetch_store_the_newer_revision() -> None:
+    # A frozen clock: the changes, the fetch and its reply all fall in one second.
+    clock = FakeClock(frozen=True)
+    async with FakeInvoicingService(invoices=0, limit=100_000, clock=clock) as service:
+        populate(service.account, 300, seed=7)
+        clock.advance(seconds=60)
+        service.account.faults.mutate_after_list = 40
+        service.account.faults.seed = 7
+        store = MemoryStore()
+        async with service.client() as client:
+            first = await SyncEngine(client, store).run()
+            service.account.faults.mutate_after_list = 0
+            # The stored revision is the fetched one (newer than listed). But the 40 were
+            # read in their revision's own second: they are read once more, then never.
+            assert first.rechecks == 40
+            clock.advance(seconds=1)
+            second = await SyncEngine(client, store).run()
+            third = await SyncEngine(client, store).run()
+        assert (second.requests, second.updated, second.rechecks) == (2, 40, 0)
+        assert third.requests == 1
+        assert await store.revisions() == {
+            i: inv.revision for i, inv in service.account.invoices.items()
+        }
 
 
 async def test_an_older_revision_never_overwrites_a_newer_one() -> None:
@@ -158,9 +164,10 @@ async def test_listed_but_missing_ids_are_retried_then_quarantined(
         first = await SyncEngine(client, store, max_attempts=3).run()
         assert sorted(first.quarantined) == [7, 8]
         assert first.created == 148
-        # Batches: 100 + 50 (+2 retried in the room of the last batch? it was in flight)
-        # and then two retries of [7, 8]: bounded, never endless.
-        assert first.requests <= 1 + 2 + 3
+        # [1..100] misses 7 and 8; they ride in the spare room of the last batch when it
+        # is still queued (attempt 2), then go alone until quarantined: bounded, never
+        # endless. With 4 batches in flight the last batch may already be out.
+        assert first.requests in (4, 5)
         second = await SyncEngine(client, store).run()
         assert second.requests == 1  # quarantined for this revision: not fetched again
         assert sorted(second.quarantined) == [7, 8]

@@ -34,8 +34,11 @@ async def test_new_updated_and_stale_are_told_apart(store: Store) -> None:
     two = await store.get(2)
     assert two is not None
     assert two.po_number == "r10"  # the older revision did not overwrite it
-    same = await store.apply_batch([inv(1, 11, "same revision")])
-    assert same.stale == [1]
+    same = await store.apply_batch([inv(1, 11, "same second, later")])
+    assert same.updated == [1]  # revisions are seconds: the later fetch of one second wins
+    one = await store.get(1)
+    assert one is not None
+    assert one.po_number == "same second, later"
 
 
 async def test_tombstones_and_revival(store: Store) -> None:

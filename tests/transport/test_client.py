@@ -312,13 +312,13 @@ async def test_owned_session_is_closed_and_lazy_use_works(scripted: ScriptedServ
     scripted.reply("GET", PATH, 200, SESSION)
     client = scripted_client(scripted)
     await client.current_session()  # no `async with`: the session opens on first use
-    session = client.transport._session
-    assert session is not None
-    assert not session.closed
+    assert not client.is_closed
+    assert client.requests_sent == 1
     await client.aclose()
-    assert session.closed
-    with pytest.raises(RuntimeError, match="closed"):
+    assert client.is_closed  # and no unclosed-session warning (warnings are errors)
+    with pytest.raises(ia.ClientClosedError, match="create a new InvoicingClient"):
         await client.current_session()
+    assert client.requests_sent == 1
 
 
 async def test_api_prefix_is_configurable(scripted: ScriptedServer) -> None:

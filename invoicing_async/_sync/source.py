@@ -1,0 +1,41 @@
+"""What the sync engine needs from a client: the `SyncClient` protocol.
+
+`InvoicingClient` satisfies it; engine tests satisfy it with an in-memory account, so
+planning, batching, quarantine and budget stops are tested without HTTP.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Protocol
+
+from invoicing_async._resources.invoices import FetchedBatch
+from invoicing_async._transport.budget import RateBudget
+from invoicing_async.models import SyncRevisions
+
+__all__ = ["InvoiceSource", "SyncClient"]
+
+
+class InvoiceSource(Protocol):
+    """The two operations a sync uses: the sync list and one sync-fetch request."""
+
+    async def sync_revisions(self) -> SyncRevisions:
+        """Every invoice's id and revision (one request)."""
+        ...
+
+    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
+        """Full invoices for at most 100 ids, with the server's time (one request)."""
+        ...
+
+
+class SyncClient(Protocol):
+    """A client as the engine sees it: the two operations, the budget, the request count."""
+
+    @property
+    def invoices(self) -> InvoiceSource: ...
+
+    @property
+    def budget(self) -> RateBudget: ...
+
+    @property
+    def requests_sent(self) -> int: ...
