@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import ssl as ssl_module
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
+from typing import Any
 
 import aiohttp
+import attrs
 from yarl import URL
 
 from invoicing_async._models.documents import Format, load_model
@@ -15,11 +18,21 @@ from invoicing_async._resources.invoices import InvoicesResource
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.budget import BudgetSnapshot, RateBudget
-from invoicing_async._transport.http import DEFAULT_MAX_RESPONSE_BYTES, HTTPTransport, RequestEvent
+from invoicing_async._transport.environment import settings_from_env
+from invoicing_async._transport.http import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BoundTransport,
+    CallOptions,
+    HTTPTransport,
+    RequestEvent,
+)
 from invoicing_async._transport.retry import RetryPolicy
+from invoicing_async._transport.sender import Sender
 from invoicing_async.models import CurrentSession
 
 __all__ = ["InvoicingClient"]
+
+_UNSET: Any = object()
 
 
 class InvoicingClient:
@@ -33,7 +46,8 @@ class InvoicingClient:
     `budget` is the account's `RateBudget` (350 requests per hour by default): give
     every client of the same account the same instance. A request that would wait
     longer than `max_wait` seconds for budget raises `RateLimitExceeded` at once
-    (`None`: wait as long as it takes).
+    (`None`: wait as long as it takes). `with_options()` changes `max_wait`, the
+    timeouts and the retry policy for the calls made through the copy it returns.
     """
 
     def __init__(
@@ -55,29 +69,85 @@ class InvoicingClient:
         user_agent: str | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
         trace_configs: list[aiohttp.TraceConfig] | None = None,
+        sender: Sender | None = None,
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
         self.budget = budget if budget is not None else RateBudget()
+        options = CallOptions(
+            timeout=aiohttp.ClientTimeout(total=timeout, connect=connect_timeout),
+            max_wait=max_wait,
+            retry=retry if retry is not None else RetryPolicy(),
+        )
         self._transport = HTTPTransport(
             base_url,
             auth=auth,
             fmt=format,
             budget=self.budget,
-            retry=retry if retry is not None else RetryPolicy(),
-            timeout=aiohttp.ClientTimeout(total=timeout, connect=connect_timeout),
-            max_wait=max_wait,
+            options=options,
             api_prefix=api_prefix,
             session=session,
             ssl=ssl,
+            sender=sender,
             max_response_bytes=max_response_bytes,
             user_agent=user_agent,
             on_request=on_request,
             trace_configs=trace_configs,
         )
-        self.invoices = InvoicesResource(self._transport, validate=validate, today=today)
+        self._validate = validate
+        self._today = today
+        self._bind(options)
+
+    def _bind(self, options: CallOptions) -> None:
+        """Point the resources at the transport with these per-call settings."""
+        self._options = options
+        bound = BoundTransport(self._transport, options)
+        self._requester = bound
+        self.invoices = InvoicesResource(bound, validate=self._validate, today=self._today)
         self.recurring_templates = RecurringTemplatesResource(
-            self._transport, validate=validate, today=today
+            bound, validate=self._validate, today=self._today
         )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> InvoicingClient:
+        """A client configured from `INVOICING_BASE_URL`, `INVOICING_FORMAT` and the
+        credentials (`INVOICING_USERNAME`/`_PASSWORD`, or the four OAuth 1 variables).
+
+        Keyword arguments are passed on (`budget=`, `ssl=`…) and override the format.
+        Raises `ConfigurationError` naming what is missing.
+        """
+        settings = settings_from_env(environ)
+        kwargs.setdefault("format", settings.format)
+        return cls(settings.base_url, auth=settings.auth, **kwargs)
+
+    def with_options(
+        self,
+        *,
+        max_wait: float | None = _UNSET,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> InvoicingClient:
+        """The same client (session, budget, counters) with other per-call settings.
+
+        ``client.with_options(max_wait=0).invoices.get(42)`` fails at once when the budget
+        is spent (a web handler); the original client keeps waiting (a batch job).
+        """
+        options = self._options
+        current = options.timeout
+        if timeout is not None or connect_timeout is not None:
+            current = aiohttp.ClientTimeout(
+                total=timeout if timeout is not None else current.total,
+                connect=connect_timeout if connect_timeout is not None else current.connect,
+            )
+        changed = attrs.evolve(
+            options,
+            timeout=current,
+            max_wait=options.max_wait if max_wait is _UNSET else max_wait,
+            retry=retry if retry is not None else options.retry,
+        )
+        clone = copy.copy(self)
+        clone._bind(changed)
+        return clone
 
     def __repr__(self) -> str:
         return (
@@ -109,11 +179,11 @@ class InvoicingClient:
 
     async def current_session(self) -> CurrentSession:
         """The session and active user: GET /current_session.xml (root `<user>`)."""
-        response = await self._transport.request("GET", "/current_session.xml")
+        response = await self._requester.request("GET", "/current_session.xml")
         return load_model(response.body, self.format, CurrentSession)
 
     async def aclose(self) -> None:
-        """Close the aiohttp session if this client created it."""
+        """Close the aiohttp session if this client created it (and every copy's with it)."""
         await self._transport.close()
 
     async def __aenter__(self) -> InvoicingClient:

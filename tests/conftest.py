@@ -33,17 +33,3 @@ async def client(service: FakeInvoicingService, fmt: str) -> AsyncIterator[ia.In
 async def scripted() -> AsyncIterator[ScriptedServer]:
     async with ScriptedServer() as server:
         yield server
-
-
-def scripted_client(
-    server: ScriptedServer, fmt: str = "xml", **kwargs: object
-) -> ia.InvoicingClient:
-    """A client of the scripted server with no retry sleeps and a budget that never binds."""
-    kwargs.setdefault("budget", ia.RateBudget(limit=100_000))
-    kwargs.setdefault("retry", ia.RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0))
-    kwargs.setdefault("auth", ia.BasicAuth("api-user", "s3cret-pw"))
-    return ia.InvoicingClient(
-        server.url,
-        format=fmt,  # type: ignore[arg-type]
-        **kwargs,  # type: ignore[arg-type]
-    )

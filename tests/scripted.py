@@ -14,6 +14,8 @@ import attrs
 import trustme
 from aiohttp import web
 
+import invoicing_async as ia
+
 Reply = tuple[int, bytes, dict[str, str]]
 Script = Callable[[web.Request, bytes], Awaitable[Reply | None] | Reply | None]
 
@@ -98,10 +100,23 @@ class ScriptedServer:
             ca.configure_trust(self.client_ssl)
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=server_ssl)
         await site.start()
-        server: Any = site._server
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._runner is not None
         await self._runner.cleanup()
+
+
+def scripted_client(
+    server: ScriptedServer, fmt: str = "xml", **kwargs: object
+) -> ia.InvoicingClient:
+    """A client of the scripted server with no retry sleeps and a budget that never binds."""
+    kwargs.setdefault("budget", ia.RateBudget(limit=100_000))
+    kwargs.setdefault("retry", ia.RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0))
+    kwargs.setdefault("auth", ia.BasicAuth("api-user", "s3cret-pw"))
+    return ia.InvoicingClient(
+        server.url,
+        format=fmt,  # type: ignore[arg-type]
+        **kwargs,  # type: ignore[arg-type]
+    )

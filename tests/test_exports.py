@@ -46,8 +46,9 @@ PUBLIC: dict[str, set[str]] = {
         "SyncReport", "follow_pushes", "plan_sync",
     },
     "invoicing_async.testing": {
-        "Account", "FakeClock", "FakeInvoicingService", "FaultPlan", "PushEvent",
-        "RecordedRequest", "populate",
+        "Account", "FakeClock", "FakeInvoicingService", "FaultPlan", "MockSender",
+        "OutgoingRequest", "PushEvent", "RawResponse", "RecordedRequest", "SendError",
+        "mock_response", "populate",
     },
 }  # fmt: skip
 

@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from invoicing_async._models.documents import Format
-from invoicing_async._transport.http import HTTPTransport
+from invoicing_async._transport.http import BoundTransport
 from invoicing_async._wire.json import encode_json
 from invoicing_async._wire.xml import encode_xml
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
@@ -35,7 +35,7 @@ class Resource:
 
     def __init__(
         self,
-        transport: HTTPTransport,
+        transport: BoundTransport,
         *,
         validate: bool = True,
         today: Callable[[], dt.date] = dt.date.today,

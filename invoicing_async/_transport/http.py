@@ -1,45 +1,54 @@
-"""The session wrapper every request goes through: URL rules, auth, budget, retries,
-redirects, size limits, logging. The decisions themselves live in pure modules
-(`response`, `retry`, `budget`); this one does the I/O.
+"""The session wrapper every request goes through: auth, budget, retries, redirects,
+error mapping and logging around one `Sender`. The decisions live in pure modules
+(`urls`, `redirects`, `failures`, `response`, `retry`, `budget`); the I/O in `sender`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import ssl as ssl_module
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import aiohttp
 import attrs
-from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from invoicing_async._models.documents import Format
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.budget import RateBudget
-from invoicing_async._transport.response import Response, error_for, is_budget_refusal, rate_headers
-from invoicing_async._transport.retry import RETRY_STATUSES, RetryPolicy
-from invoicing_async._version import __version__
-from invoicing_async.errors import (
-    APIConnectionError,
-    APITimeoutError,
-    ClientClosedError,
-    InsecureTransportError,
-    RedirectError,
-    ResponseTooLargeError,
+from invoicing_async._transport.failures import SendError
+from invoicing_async._transport.redirects import MAX_REDIRECTS, next_hop
+from invoicing_async._transport.response import (
+    Response,
+    error_for,
+    is_budget_refusal,
+    rate_headers,
+    retry_after_seconds,
 )
+from invoicing_async._transport.retry import RETRY_STATUSES, RetryPolicy
+from invoicing_async._transport.sender import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    AiohttpSender,
+    OutgoingRequest,
+    RawResponse,
+    Sender,
+)
+from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
+from invoicing_async._version import __version__
+from invoicing_async.errors import ClientClosedError, RedirectError, ResponseTooLargeError
 
-__all__ = ["HTTPTransport", "RequestEvent", "is_loopback", "validate_base_url"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "BoundTransport",
+    "CallOptions",
+    "HTTPTransport",
+    "RequestEvent",
+]
 
 logger = logging.getLogger("invoicing_async")
 
 CONTENT_TYPES: dict[str, str] = {"xml": "application/xml", "json": "application/json"}
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-MAX_REDIRECTS = 5
-DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
 @attrs.frozen
@@ -55,39 +64,17 @@ class RequestEvent:
     error: str | None = None
 
 
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+@attrs.frozen
+class CallOptions:
+    """Settings that may differ per call (`client.with_options(...)`)."""
 
-
-def validate_base_url(base_url: str | URL) -> URL:
-    """The account's host as a URL; refuses http (but for loopback) and embedded credentials."""
-    url = URL(base_url)
-    if url.scheme not in ("https", "http") or not url.host:
-        raise ValueError(f"base URL must be an https:// address of the account's host: {url}")
-    if url.user is not None or url.password is not None:
-        raise ValueError("put credentials in auth=, not in the base URL")
-    if url.scheme == "http" and not is_loopback(url.host):
-        raise InsecureTransportError(
-            f"refusing plain http to {url.host}: credentials would travel in clear text; "
-            "use https:// (plain http is allowed only for loopback test servers)"
-        )
-    return url.with_query(None).with_fragment(None)
-
-
-class _SendFailure(Exception):
-    def __init__(self, error: APIConnectionError, *, connected: bool) -> None:
-        self.error = error
-        self.connected = connected
+    timeout: aiohttp.ClientTimeout
+    max_wait: float | None
+    retry: RetryPolicy
 
 
 class HTTPTransport:
-    """Sends requests to one account's API; owns (or borrows) an aiohttp session."""
+    """Sends requests to one account's API through a `Sender` (aiohttp by default)."""
 
     def __init__(
         self,
@@ -96,12 +83,11 @@ class HTTPTransport:
         auth: Auth,
         fmt: Format,
         budget: RateBudget,
-        retry: RetryPolicy,
-        timeout: aiohttp.ClientTimeout,
-        max_wait: float | None,
+        options: CallOptions,
         api_prefix: str = "/api/v1.0",
         session: aiohttp.ClientSession | None = None,
         ssl: ssl_module.SSLContext | bool | None = None,
+        sender: Sender | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         user_agent: str | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
@@ -113,23 +99,20 @@ class HTTPTransport:
         self.auth = auth
         self.fmt = fmt
         self.budget = budget
-        self.retry = retry
-        self.timeout = timeout
-        self.max_wait = max_wait
-        self.api_prefix = "/" + api_prefix.strip("/") if api_prefix.strip("/") else ""
+        self.options = options
+        self.api_prefix = normalize_prefix(api_prefix)
         self.max_response_bytes = max_response_bytes
         self.user_agent = (
             user_agent or f"invoicing-async/{__version__} aiohttp/{aiohttp.__version__}"
         )
         self.on_request = on_request
-        self._ssl = ssl
-        self._trace_configs = trace_configs
-        self._session = session
-        self._owns_session = session is None
+        self.sender: Sender = sender or AiohttpSender(
+            session=session, ssl=ssl, trace_configs=trace_configs
+        )
         self._closed = False
         self.requests_sent = 0  # every HTTP request, retries and redirects included
         # After the service upgraded us from http to https, go there directly.
-        self._upgraded_origin: URL | None = None
+        self._origin = self.base_url
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -139,35 +122,27 @@ class HTTPTransport:
         return self._closed
 
     def open(self) -> None:
-        """Create the aiohttp session now (inside the running loop) if there is none yet."""
-        self._get_session()
+        """Prepare the sender inside the running loop (creates the aiohttp session)."""
+        self._check_open()
+        self.sender.open()
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    async def close(self) -> None:
+        """Close the sender's session if it owns one; a borrowed session is left open."""
+        self._closed = True
+        await self.sender.close()
+
+    def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError(
                 "this client is closed: create a new InvoicingClient "
                 "(or use this one inside its `async with` block)"
             )
-        if self._session is None:
-            self._session = aiohttp.ClientSession(trace_configs=self._trace_configs)
-        return self._session
-
-    async def close(self) -> None:
-        """Close the session if this transport created it; a borrowed one is left open."""
-        self._closed = True
-        session, self._session = self._session, None
-        if session is not None and self._owns_session:
-            await session.close()
-
-    # -- URLs ----------------------------------------------------------------------------
 
     def url_for(self, path: str) -> URL:
         """`/invoices.xml` -> `https://host/api/v1.0/invoices.xml` (path already escaped)."""
-        origin = self._upgraded_origin or self.base_url
-        base_path = origin.raw_path.rstrip("/")
-        return origin.with_path(f"{base_path}{self.api_prefix}{path}", encoded=True)
+        return endpoint_url(self._origin, self.api_prefix, path)
 
-    # -- requests --------------------------------------------------------------------------
+    # -- requests ----------------------------------------------------------------------
 
     async def request(
         self,
@@ -175,10 +150,11 @@ class HTTPTransport:
         path: str,
         *,
         body: bytes | None = None,
+        options: CallOptions | None = None,
     ) -> Response:
         """Send one API call with retries; returns the 2xx response or raises its error."""
-        policy = self.retry
-        wait_budget = self.max_wait
+        opts = options or self.options
+        policy = opts.retry
         loop = asyncio.get_running_loop()
         started = loop.time()
         attempt = 0
@@ -186,21 +162,25 @@ class HTTPTransport:
             attempt += 1
             url = self.url_for(path)
             try:
-                response, retry_after = await self._send(method, url, body, attempt, wait_budget)
-            except _SendFailure as failure:
-                if self._may_retry(attempt, started, loop) and policy.retries_error(
-                    method, connected=failure.connected
+                response, retry_after = await self._send(method, url, body, attempt, opts)
+            except SendError as failure:
+                if (
+                    failure.retryable
+                    and self._may_retry(policy, attempt, started, loop)
+                    and policy.retries_error(method, connected=failure.connected)
                 ):
-                    await self._backoff(method, url, attempt, None, str(failure.error))
+                    await self._backoff(policy, method, url, attempt, None, str(failure.error))
                     continue
                 raise failure.error from failure.error.__cause__
             if (
                 response.status in RETRY_STATUSES
                 and policy.retries_status(method, response.status)
-                and self._may_retry(attempt, started, loop)
+                and self._may_retry(policy, attempt, started, loop)
             ):
-                after = _retry_after(response.headers)
-                await self._backoff(method, url, attempt, after, f"status {response.status}")
+                after = retry_after_seconds(response.headers)
+                await self._backoff(
+                    policy, method, url, attempt, after, f"status {response.status}"
+                )
                 continue
             error = error_for(
                 response.status,
@@ -208,145 +188,100 @@ class HTTPTransport:
                 response.body,
                 fmt=self.fmt,
                 method=method,
-                url=str(response.url),
+                url=response.url,
                 retry_after=retry_after,
             )
             if error is not None:
                 raise error
             return response
 
-    def _may_retry(self, attempt: int, started: float, loop: asyncio.AbstractEventLoop) -> bool:
-        return attempt < self.retry.attempts and loop.time() - started < self.retry.max_total
+    @staticmethod
+    def _may_retry(
+        policy: RetryPolicy, attempt: int, started: float, loop: asyncio.AbstractEventLoop
+    ) -> bool:
+        return attempt < policy.attempts and loop.time() - started < policy.max_total
 
+    @staticmethod
     async def _backoff(
-        self, method: str, url: URL, attempt: int, retry_after: float | None, why: str
+        policy: RetryPolicy,
+        method: str,
+        url: URL,
+        attempt: int,
+        retry_after: float | None,
+        why: str,
     ) -> None:
-        delay = self.retry.delay(attempt, retry_after)
+        delay = policy.delay(attempt, retry_after)
         logger.info(
             "%s %s failed (%s); retry %d/%d in %.2fs",
             method,
             url.path,
             why,
             attempt,
-            self.retry.attempts - 1,
+            policy.attempts - 1,
             delay,
         )
         await asyncio.sleep(delay)
 
     async def _send(
-        self, method: str, url: URL, body: bytes | None, attempt: int, max_wait: float | None
+        self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
     ) -> tuple[Response, float | None]:
         """One request, following the service's http->https redirect on the same host."""
-        seen = {str(url)}
+        seen = frozenset({str(url)})
         for _ in range(MAX_REDIRECTS + 1):
-            response, retry_after = await self._send_once(method, url, body, attempt, max_wait)
-            location = response.headers.get("Location")
-            if response.status not in REDIRECT_STATUSES or not location:
-                return response, retry_after
-            target = url.join(URL(location))
-            if (target.host or "").lower() != (url.host or "").lower():
-                raise RedirectError(
-                    f"{method} {url} redirected to another host ({target.host}); "
-                    "not followed, so credentials stay with the account's host"
+            raw, retry_after = await self._send_once(method, url, body, attempt, opts)
+            hop = next_hop(method, url, raw.status, raw.headers.get("Location"), body, seen=seen)
+            if hop is None:
+                response = Response(
+                    status=raw.status,
+                    headers=raw.headers,
+                    body=raw.body,
+                    url=str(url),
+                    method=method,
                 )
-            if url.scheme == "https" and target.scheme != "https":
-                raise RedirectError(f"{method} {url} redirected to insecure {target}; not followed")
-            if str(target) in seen:
-                raise RedirectError(f"{method} {url}: redirect loop at {target}")
-            seen.add(str(target))
-            if url.scheme == "http" and target.scheme == "https":
-                self._upgraded_origin = target.with_path(self.base_url.raw_path, encoded=True)
-            url = target
+                return response, retry_after
+            if hop.upgraded:
+                self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
+            method, url, body = hop.method, hop.url, hop.body
+            seen = seen | {str(url)}
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
 
     async def _send_once(
-        self, method: str, url: URL, body: bytes | None, attempt: int, max_wait: float | None
-    ) -> tuple[Response, float | None]:
-        session = self._get_session()
-        seq = await self.budget.acquire(max_wait=max_wait)
+        self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
+    ) -> tuple[RawResponse, float | None]:
+        self._check_open()
+        seq = await self.budget.acquire(max_wait=opts.max_wait)
         self.requests_sent += 1
         content_type = CONTENT_TYPES[self.fmt] if body is not None else None
-        headers = {
-            "Accept": CONTENT_TYPES[self.fmt],
-            "User-Agent": self.user_agent,
-        }
+        headers = {"Accept": CONTENT_TYPES[self.fmt], "User-Agent": self.user_agent}
         if content_type is not None:
             headers["Content-Type"] = content_type
         headers.update(self.auth.headers_for(method, str(url), body, content_type))
+        request = OutgoingRequest(
+            method=method,
+            url=url,
+            headers=headers,
+            body=body,
+            timeout=opts.timeout,
+            max_response_bytes=self.max_response_bytes,
+        )
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            async with session.request(
-                method,
-                url,
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                timeout=self.timeout,
-                ssl=self._ssl if self._ssl is not None else True,
-            ) as resp:
-                payload = await self._read_body(resp, method, url)
-                status, resp_headers = resp.status, resp.headers
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            connected = not isinstance(exc, aiohttp.ConnectionTimeoutError)
-            self._report(method, url, None, loop.time() - started, attempt, "timeout")
-            error: APIConnectionError = APITimeoutError(
-                f"{method} {url} timed out ({_timeout_text(self.timeout)})",
-                method=method,
-                url=str(url),
+            raw = await self.sender.send(request)
+        except SendError as failure:
+            self._report(method, url, None, loop.time() - started, attempt, type(failure.error))
+            raise
+        if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
+            raise ResponseTooLargeError(
+                f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
             )
-            error.__cause__ = exc
-            raise _SendFailure(error, connected=connected) from exc
-        except aiohttp.ClientConnectorCertificateError as exc:
-            self._report(method, url, None, loop.time() - started, attempt, "certificate")
-            error = APIConnectionError(
-                f"{method} {url}: TLS certificate not trusted: {exc.certificate_error}",
-                method=method,
-                url=str(url),
-            )
-            error.__cause__ = exc
-            # Retrying cannot fix a certificate; mark it connected so nothing retries POST.
-            raise _SendFailure(error, connected=True) from exc
-        except aiohttp.ClientError as exc:
-            connected = not isinstance(exc, aiohttp.ClientConnectorError)
-            self._report(method, url, None, loop.time() - started, attempt, type(exc).__name__)
-            error = APIConnectionError(
-                f"{method} {url}: connection failed: {exc.__class__.__name__}: {exc}",
-                method=method,
-                url=str(url),
-            )
-            error.__cause__ = exc
-            raise _SendFailure(error, connected=connected) from exc
-        rates = rate_headers(resp_headers)
+        rates = rate_headers(raw.headers)
         self.budget.observe(seq, limit=rates.limit, remaining=rates.remaining)
         retry_after = None
-        if is_budget_refusal(status, resp_headers, payload):
+        if is_budget_refusal(raw.status, raw.headers, raw.body):
             retry_after = self.budget.exhausted(seq)
-        self._report(method, url, status, loop.time() - started, attempt, None)
-        return (
-            Response(
-                status=status, headers=resp_headers, body=payload, url=str(url), method=method
-            ),
-            retry_after,
-        )
-
-    async def _read_body(self, resp: aiohttp.ClientResponse, method: str, url: URL) -> bytes:
-        limit = self.max_response_bytes
-        if resp.content_length is not None and resp.content_length > limit:
-            raise ResponseTooLargeError(
-                f"{method} {url}: response of {resp.content_length} bytes exceeds "
-                f"max_response_bytes={limit}"
-            )
-        chunks: list[bytes] = []
-        total = 0
-        async for chunk in resp.content.iter_chunked(1 << 16):
-            total += len(chunk)
-            if total > limit:
-                raise ResponseTooLargeError(
-                    f"{method} {url}: response exceeds max_response_bytes={limit}; not read further"
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
+        self._report(method, url, raw.status, loop.time() - started, attempt, None)
+        return raw, retry_after
 
     def _report(
         self,
@@ -355,15 +290,16 @@ class HTTPTransport:
         status: int | None,
         elapsed: float,
         attempt: int,
-        error: str | None,
+        error: type[Exception] | None,
     ) -> None:
         remaining = self.budget.snapshot().remaining
+        failure = None if error is None else error.__name__
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "%s %s -> %s in %.1f ms (attempt %d, budget left %d)",
                 method,
                 url.path,
-                status if status is not None else error,
+                status if status is not None else failure,
                 elapsed * 1000,
                 attempt,
                 remaining,
@@ -377,27 +313,21 @@ class HTTPTransport:
                     elapsed=elapsed,
                     attempt=attempt,
                     budget_remaining=remaining,
-                    error=error,
+                    error=failure,
                 )
             )
 
 
-def _timeout_text(timeout: aiohttp.ClientTimeout) -> str:
-    parts = []
-    if timeout.connect is not None:
-        parts.append(f"connect {timeout.connect:g}s")
-    if timeout.total is not None:
-        parts.append(f"total {timeout.total:g}s")
-    return ", ".join(parts) or "no timeout set"
+class BoundTransport:
+    """A transport with fixed per-call settings: what the resources of one client send with."""
 
+    def __init__(self, transport: HTTPTransport, options: CallOptions) -> None:
+        self.transport = transport
+        self.options = options
 
-def _retry_after(
-    headers: CIMultiDictProxy[str] | CIMultiDict[str] | Mapping[str, Any],
-) -> float | None:
-    raw = headers.get("Retry-After")
-    if raw is None:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        return None
+    @property
+    def fmt(self) -> Format:
+        return self.transport.fmt
+
+    async def request(self, method: str, path: str, *, body: bytes | None = None) -> Response:
+        return await self.transport.request(method, path, body=body, options=self.options)

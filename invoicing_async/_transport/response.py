@@ -28,6 +28,7 @@ __all__ = [
     "error_for",
     "is_budget_refusal",
     "rate_headers",
+    "retry_after_seconds",
     "server_time",
 ]
 
@@ -70,6 +71,19 @@ def rate_headers(headers: Headers) -> RateHeaders:
         limit=_header_int(headers, "X-RateLimit-Limit"),
         remaining=_header_int(headers, "X-RateLimit-Remaining"),
     )
+
+
+def retry_after_seconds(headers: Headers) -> float | None:
+    """`Retry-After` in seconds (a number; the HTTP-date form is not used by the service)."""
+    ci = headers if isinstance(headers, (CIMultiDict, CIMultiDictProxy)) else CIMultiDict(headers)
+    raw = ci.get("Retry-After")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return None
+    return max(0.0, seconds) if seconds == seconds else None  # NaN is no time
 
 
 def server_time(headers: Headers) -> float | None:

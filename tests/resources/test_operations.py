@@ -1,7 +1,7 @@
 """Every operation, in both formats: what goes on the wire, and what comes back.
 
-The scripted server records each request; its body is decoded back with the wire
-codecs and compared (leaf values as text, names underscored) with what the
+Requests go through the whole client in memory (`MockSender`); each body is decoded back
+with the wire codecs and compared (leaf values as text, names underscored) with what the
 specification asks for.
 """
 
@@ -20,10 +20,16 @@ from invoicing_async import models as m
 from invoicing_async._models.documents import dump_list, dump_model, dump_sync_entries
 from invoicing_async._wire.json import decode_json
 from invoicing_async._wire.xml import decode_xml
-from tests.conftest import scripted_client
-from tests.scripted import ScriptedServer
+from tests.memory_api import MemoryAPI, memory_client
 
 API = "/api/v1.0"
+
+
+@pytest.fixture
+def api() -> MemoryAPI:
+    return MemoryAPI()
+
+
 INVOICE = m.Invoice(
     id=42,
     invoice_id="2014-0096",
@@ -177,15 +183,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_operation(scripted: ScriptedServer, fmt: str, case: Case) -> None:
-    scripted.reply(case.method, API + case.path.replace("%2F", "/").replace("%20", " "),
+async def test_operation(api: MemoryAPI, fmt: str, case: Case) -> None:
+    api.reply(case.method, API + case.path.replace("%2F", "/").replace("%20", " "),
                    case.reply_status, case.reply(fmt))  # fmt: skip
-    async with scripted_client(scripted, fmt) as client:
+    async with memory_client(api, fmt) as client:
         result = await case.call(client)
     assert case.check(result), result
-    (seen,) = scripted.seen
+    (seen,) = api.seen
     assert seen.method == case.method
-    assert seen.path == API + case.path.replace("%2F", "/").replace("%20", " ")
+    assert seen.raw_path == API + case.path  # as sent: escapes kept
     media = f"application/{fmt}"
     assert seen.headers["Accept"] == media
     if case.sent is None:
@@ -200,45 +206,43 @@ async def test_operation(scripted: ScriptedServer, fmt: str, case: Case) -> None
         assert (root, body) == (expected_root, expected)
 
 
-async def test_get_by_number_escapes_the_path(scripted: ScriptedServer) -> None:
-    scripted.reply("GET", API + "/invoices/invoice_id/2014/0096 x.xml", 200, doc(INVOICE)("xml"))
-    async with scripted_client(scripted) as client:
+async def test_get_by_number_escapes_the_path(api: MemoryAPI) -> None:
+    api.reply("GET", API + "/invoices/invoice_id/2014/0096 x.xml", 200, doc(INVOICE)("xml"))
+    async with memory_client(api) as client:
         await client.invoices.get_by_invoice_id("2014/0096 x")
-    # The raw path keeps the slash escaped: one segment, not two.
-    assert scripted.seen[0].path == API + "/invoices/invoice_id/2014/0096 x.xml"
+    # The slash stays escaped: one path segment, not two.
+    assert api.seen[0].raw_path == API + "/invoices/invoice_id/2014%2F0096%20x.xml"
 
 
-async def test_sync_fetch_sends_at_most_100_ids_a_request(
-    scripted: ScriptedServer, fmt: str
-) -> None:
+async def test_sync_fetch_sends_at_most_100_ids_a_request(api: MemoryAPI, fmt: str) -> None:
     path = API + "/invoices/sync_fetch_ids.xml"
     for _ in range(3):
-        scripted.reply("POST", path, 200, dump_list([INVOICE], fmt, m.Invoice))  # type: ignore[arg-type]
-    async with scripted_client(scripted, fmt) as client:
+        api.reply("POST", path, 200, dump_list([INVOICE], fmt, m.Invoice))  # type: ignore[arg-type]
+    async with memory_client(api, fmt) as client:
         result = await client.invoices.sync_fetch_ids(list(range(250)) + list(range(50)))
     assert len(result) == 3
     sizes = []
-    for seen in scripted.seen:
+    for seen in api.seen:
         _root, body = received(seen.body, fmt)
         ids = body["ids"]["id"] if fmt == "xml" else body["ids"]
         sizes.append(len(ids))
     assert sizes == [100, 100, 50]
-    async with scripted_client(scripted, fmt) as client:
+    async with memory_client(api, fmt) as client:
         assert await client.invoices.sync_fetch_ids([]) == []
-    assert len(scripted.seen) == 3  # no ids, no request
+    assert len(api.seen) == 3  # no ids, no request
 
 
-async def test_create_without_body_follows_location(scripted: ScriptedServer) -> None:
-    scripted.reply(
+async def test_create_without_body_follows_location(api: MemoryAPI) -> None:
+    api.reply(
         "POST", API + "/invoices.xml", 201, b"", {"Location": "https://x/api/v1.0/invoices/42.xml"}
     )
-    scripted.reply("GET", API + "/invoices/42.xml", 200, doc(INVOICE)("xml"))
-    async with scripted_client(scripted) as client:
+    api.reply("GET", API + "/invoices/42.xml", 200, doc(INVOICE)("xml"))
+    async with memory_client(api) as client:
         created = await client.invoices.create(
             m.Invoice(contact_id=7, details=[m.InvoiceDetail(description="W", tax_rate_id=1)])
         )
     assert created == INVOICE
-    assert [s.method for s in scripted.seen] == ["POST", "GET"]
+    assert [s.method for s in api.seen] == ["POST", "GET"]
 
 
 VALIDATION_CASES = [
@@ -274,36 +278,36 @@ VALIDATION_CASES = [
     ("name", "call", "attribute"), VALIDATION_CASES, ids=[v[0] for v in VALIDATION_CASES]
 )
 async def test_client_side_validation_spends_no_request(
-    scripted: ScriptedServer, name: str, call: Any, attribute: str
+    api: MemoryAPI, name: str, call: Any, attribute: str
 ) -> None:
-    async with scripted_client(scripted) as client:
+    async with memory_client(api) as client:
         with pytest.raises(ia.ValidationError) as info:
             await call(client)
         assert client.budget_snapshot().used_in_period == 0
     assert attribute in [e.attribute for e in info.value.errors]
     assert info.value.status == 0
     assert "not sent" in str(info.value)
-    assert scripted.seen == []
+    assert api.seen == []
 
 
-async def test_validation_can_be_skipped(scripted: ScriptedServer) -> None:
-    scripted.reply(
+async def test_validation_can_be_skipped(api: MemoryAPI) -> None:
+    api.reply(
         "POST",
         API + "/invoices.xml",
         422,
         b"<errors><error><attribute>details</attribute><message>should contain at least one line</message></error></errors>",
     )
-    async with scripted_client(scripted, validate=False) as client:
+    async with memory_client(api, validate=False) as client:
         with pytest.raises(ia.ValidationError) as info:
             await client.invoices.create(m.Invoice(contact_id=7))
     assert info.value.status == 422
     assert info.value.errors == [ia.FieldError("details", "should contain at least one line")]
 
 
-async def test_update_refuses_unknown_and_read_only_names(scripted: ScriptedServer) -> None:
-    async with scripted_client(scripted) as client:
+async def test_update_refuses_unknown_and_read_only_names(api: MemoryAPI) -> None:
+    async with memory_client(api) as client:
         with pytest.raises(TypeError, match="po_nmber"):
             await client.invoices.update(1, po_nmber="x")
         with pytest.raises(ValueError, match="read-only"):
             await client.invoices.update(1, state="paid")
-    assert scripted.seen == []
+    assert api.seen == []

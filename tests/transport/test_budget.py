@@ -12,8 +12,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async._transport.budget import RateBudget
-from tests.conftest import scripted_client
-from tests.scripted import ScriptedServer
+from tests.scripted import ScriptedServer, scripted_client
 
 HOUR = 3600.0
 

@@ -13,8 +13,7 @@ from oauthlib.oauth1 import RequestValidator, SignatureOnlyEndpoint
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
-from tests.conftest import scripted_client
-from tests.scripted import ScriptedServer
+from tests.scripted import ScriptedServer, scripted_client
 
 SESSION = b"<user><id type='integer'>1</id><email>a@example.com</email></user>"
 PATH = "/api/v1.0/current_session.xml"

@@ -1,0 +1,53 @@
+"""URL rules: which base URLs are allowed and how an endpoint's URL is built. Pure."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from yarl import URL
+
+from invoicing_async.errors import InsecureTransportError
+
+__all__ = ["endpoint_url", "is_loopback", "normalize_prefix", "validate_base_url"]
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost: the only hosts plain http may go to (tests)."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def validate_base_url(base_url: str | URL) -> URL:
+    """The account's host as a URL; refuses http (but for loopback) and embedded credentials.
+
+    Messages never repeat a password given in the URL.
+    """
+    url = URL(base_url)
+    shown = url.with_user(None).with_password(None) if url.user or url.password else url
+    if url.scheme not in ("https", "http") or not url.host:
+        raise ValueError(f"base URL must be an https:// address of the account's host: {shown}")
+    if url.user is not None or url.password is not None:
+        raise ValueError(f"put credentials in auth=, not in the base URL ({shown})")
+    if url.scheme == "http" and not is_loopback(url.host):
+        raise InsecureTransportError(
+            f"refusing plain http to {url.host}: credentials would travel in clear text; "
+            "use https:// (plain http is allowed only for loopback test servers)"
+        )
+    return url.with_query(None).with_fragment(None)
+
+
+def normalize_prefix(api_prefix: str) -> str:
+    """`api/v1.0/` -> `/api/v1.0`; an empty prefix stays empty."""
+    stripped = api_prefix.strip("/")
+    return f"/{stripped}" if stripped else ""
+
+
+def endpoint_url(origin: URL, api_prefix: str, path: str) -> URL:
+    """`https://host/base` + `/api/v1.0` + `/invoices.xml` (the path already escaped)."""
+    base_path = origin.raw_path.rstrip("/")
+    return origin.with_path(f"{base_path}{api_prefix}{path}", encoded=True)

@@ -1,0 +1,99 @@
+"""Per-call options, settings from the environment, and a replaceable sender."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import invoicing_async as ia
+from invoicing_async.testing import (
+    MockSender,
+    OutgoingRequest,
+    RawResponse,
+    SendError,
+    mock_response,
+)
+
+SESSION = b"<user><email>api-user@example.com</email><name>Api</name></user>"
+
+
+def make_client(sender: MockSender, **kwargs: object) -> ia.InvoicingClient:
+    return ia.InvoicingClient(
+        "https://acme.example.com",
+        auth=ia.BasicAuth("api-user", "pw"),
+        sender=sender,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def test_with_options_fails_fast_while_the_client_waits() -> None:
+    budget = ia.RateBudget(limit=3, period=3600.0, burst=2)  # 2 now, the 3rd in ~30 min
+    sender = MockSender(lambda _request: mock_response(200, SESSION))
+    async with make_client(sender, budget=budget, max_wait=None) as client:
+        await client.current_session()
+        await client.current_session()  # the whole budget
+        fast = client.with_options(max_wait=0)
+        with pytest.raises(ia.RateLimitExceeded) as info:
+            await fast.current_session()
+        assert info.value.status == 0  # refused before sending
+        # The original still waits (and would until the hour is over).
+        waiting = asyncio.ensure_future(client.current_session())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        waiting.cancel()
+        assert fast.requests_sent == client.requests_sent == 2  # one transport, one count
+        assert fast.budget is client.budget
+
+
+async def test_with_options_changes_timeout_and_retry_per_call() -> None:
+    calls: list[OutgoingRequest] = []
+
+    def flaky(request: OutgoingRequest) -> RawResponse:
+        calls.append(request)
+        return mock_response(503, b"busy")
+
+    sender = MockSender(flaky)
+    retry = ia.RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)
+    async with make_client(sender, budget=ia.RateBudget(limit=1000), retry=retry) as client:
+        with pytest.raises(ia.ServerError):
+            await client.current_session()
+        assert len(calls) == 3
+        once = client.with_options(retry=ia.RetryPolicy.none(), timeout=2.5)
+        with pytest.raises(ia.ServerError):
+            await once.current_session()
+        assert len(calls) == 4
+        assert calls[-1].timeout.total == 2.5
+        assert calls[0].timeout.total == 60.0
+
+
+async def test_a_connection_failure_from_the_sender_is_retried_for_get() -> None:
+    attempts = 0
+
+    def handler(request: OutgoingRequest) -> RawResponse:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise SendError(ia.APIConnectionError("reset", method="GET"), connected=True)
+        return mock_response(200, SESSION)
+
+    retry = ia.RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
+    async with make_client(MockSender(handler), retry=retry) as client:
+        me = await client.current_session()
+    assert me.email == "api-user@example.com"
+    assert attempts == 2
+
+
+async def test_from_env_reads_the_documented_variables() -> None:
+    env = {"INVOICING_BASE_URL": "https://acme.example.com", "INVOICING_FORMAT": "json",
+           "INVOICING_USERNAME": "api-user", "INVOICING_PASSWORD": "pw"}  # fmt: skip
+    sender = MockSender(lambda _r: mock_response(200, b'{"user": {"email": "a@b.c"}}'))
+    async with ia.InvoicingClient.from_env(env, sender=sender) as client:
+        assert client.format == "json"
+        assert str(client.base_url) == "https://acme.example.com"
+        assert (await client.current_session()).email == "a@b.c"
+    (request,) = sender.requests
+    assert request.headers["Authorization"] == "Basic YXBpLXVzZXI6cHc="
+    assert request.headers["Accept"] == "application/json"
+    with pytest.raises(ia.ConfigurationError, match="INVOICING_BASE_URL"):
+        ia.InvoicingClient.from_env({})
