@@ -6,7 +6,7 @@ modules whose names start with an underscore are implementation.
 """
 
 from invoicing_async._client import InvoicingClient
-from invoicing_async._models.documents import Format
+from invoicing_async._models.payloads import Format
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
 from invoicing_async._transport.budget import BudgetSnapshot, RateBudget
 from invoicing_async._transport.http import RequestEvent

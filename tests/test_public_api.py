@@ -52,19 +52,22 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
                                                                    price=Decimal("50"))]
             )  # fmt: skip
             inv = await client.invoices.send_invoice(
-                inv.id, email="a@example.com", invoice_email="Hello", send_method="email"
+                inv, email="a@example.com", invoice_email="Hello", send_method="email"
             )
             assert inv.invoice_id is not None
             assert (await client.invoices.get_by_invoice_id(inv.invoice_id)).id == inv.id
             await client.invoices.send_reminder(
-                inv.id, email="a@example.com", invoice_email="Reminder", send_method="email"
+                inv, email="a@example.com", invoice_email="Reminder", send_method="email"
             )
             paid = await client.invoices.register_payment(
-                inv.id,
+                inv,
                 m.InvoicePayment(payment_date=dt.date(2014, 7, 31), payment_method="bank_transfer",
                                  price=Decimal("60.50"), send_email=False),
             )  # fmt: skip
-            assert isinstance(paid, m.InvoicePayment)
+            assert isinstance(paid, m.Invoice)  # the updated invoice, not the payment
+            assert (paid.id, paid.total_paid) == (inv.id, Decimal("60.50"))
+            assert paid.payments[-1].payment_method == "bank_transfer"
+            assert paid.id is not None
             entries = await client.invoices.sync_list_ids()
             assert all(isinstance(e, m.SyncEntry) for e in entries)
             batch = await client.invoices.sync_fetch_ids([e.id for e in entries])
@@ -75,10 +78,10 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
                 assert (report.listed, report.created, report.requests) == (151, 151, 3)
                 assert report.updated == report.deleted == report.unchanged == 0
                 assert report.fetched == 151
-                assert (await store.get(inv.id)) == await client.invoices.get(inv.id)
+                assert (await store.get(paid.id)) == await client.invoices.get(paid)
                 assert len(await store.revisions()) == 151
-            await client.invoices.delete(inv.id)
+            await client.invoices.delete(paid)
             store = SQLiteStore(tmp_path / "invoices.sqlite3")
             await SyncEngine(client, store).run()
-            assert await store.get(inv.id) is None  # None once deleted
+            assert await store.get(paid.id) is None  # None once deleted
             await store.close()

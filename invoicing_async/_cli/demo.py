@@ -78,10 +78,15 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
             third = await SyncEngine(client, store).run()
             print(_line("third sync", third))
 
-            stored = await store.get(created.id or 0)
+            if created.id is None:
+                raise ia.DecodeError("the service created an invoice without an id")
+            stored = await store.get(created.id)
             late = await store.by_state("late")
             print(f"Stored copy: {len(await store.revisions())} live invoices in {db}")
             print(f"  invoice {created.id}: {stored!r}")
+            # Methods that name an invoice take the model as well as its id.
+            fresh = await client.invoices.get(created)
+            print(f"  the same as the service's copy: {stored == fresh} (1 request)")
             print(f"  {len(late)} late invoices; budget now {client.budget_snapshot().remaining} "
                   "requests left this hour")  # fmt: skip
             expected = 1 + -(-invoices // 100)

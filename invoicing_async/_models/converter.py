@@ -1,24 +1,22 @@
-"""The one cattrs converter: wire trees <-> attrs models.
+"""The one cattrs converter: wire trees -> attrs models, and models -> plain dicts.
 
 Structuring accepts a dict from either wire codec: keys underscored or hyphenated,
 scalars already typed (XML `type` attributes) or still strings/numbers (JSON). Unknown
-keys land in `extra`. Unstructuring (`to_wire`) writes the names of one format and
-leaves read-only attributes out of request bodies.
+keys land in `extra`. The names come from `payloads`, which also writes wire trees.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-import attrs
 import cattrs
 
-from invoicing_async._models.base import READ_ONLY, REQUEST_NAME, WIRE_NAME, Model
+from invoicing_async._models.base import Model
+from invoicing_async._models.payloads import field_specs, snake_name, wire_key
 from invoicing_async._wire.scalars import (
     parse_bool,
     parse_date,
@@ -28,19 +26,8 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = [
-    "Mode",
-    "Style",
-    "changes_to_wire",
-    "converter",
-    "structure",
-    "to_dict",
-    "to_wire",
-    "wire_key",
-]
+__all__ = ["converter", "structure", "to_dict"]
 
-Style = Literal["xml", "json"]
-Mode = Literal["request", "document"]
 M = TypeVar("M", bound=Model)
 
 converter = cattrs.Converter()
@@ -132,75 +119,6 @@ converter.register_structure_hook(dt.date, _date)
 converter.register_structure_hook(dt.datetime, _datetime)
 
 
-# -- field table --------------------------------------------------------------------------
-
-
-@attrs.frozen
-class FieldSpec:
-    """How one attribute travels: its names per format and mode, and its item model."""
-
-    name: str
-    wire: str  # snake_case name in documents
-    request: str  # snake_case name in request bodies
-    read_only: bool
-    base_type: Any
-    item_model: type[Model] | None  # set for list[Model] collections
-    is_model: bool
-
-
-def _strip_optional(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-_SPECS: dict[type[Model], tuple[FieldSpec, ...]] = {}
-
-
-def field_specs(cls: type[Model]) -> tuple[FieldSpec, ...]:
-    """The wire description of each attribute of `cls` except `extra` (computed once)."""
-    cached = _SPECS.get(cls)
-    if cached is not None:
-        return cached
-    attrs_cls: Any = cls
-    attrs.resolve_types(attrs_cls)
-    specs = []
-    for f in attrs.fields(attrs_cls):
-        if f.name == "extra":
-            continue
-        base = _strip_optional(f.type)
-        item_model = None
-        if typing.get_origin(base) is list:
-            (item,) = typing.get_args(base)
-            item_model = item
-        wire = f.metadata.get(WIRE_NAME, f.name)
-        specs.append(
-            FieldSpec(
-                name=f.name,
-                wire=wire,
-                request=f.metadata.get(REQUEST_NAME, wire),
-                read_only=f.metadata.get(READ_ONLY, False),
-                base_type=base,
-                item_model=item_model,
-                is_model=isinstance(base, type) and issubclass(base, Model),
-            )
-        )
-    _SPECS[cls] = result = tuple(specs)
-    return result
-
-
-def wire_key(name: str, style: Style) -> str:
-    """`total_price` -> `total-price` in XML; `_destroy` keeps its leading underscore."""
-    if style == "json" or "_" not in name:
-        return name
-    if name.startswith("_"):
-        return "_" + name[1:].replace("_", "-")
-    return name.replace("_", "-")
-
-
 # -- structuring ----------------------------------------------------------------------------
 
 
@@ -232,7 +150,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:
             if entry is None:
                 if extra is None:
                     extra = {}
-                extra[key.replace("-", "_")] = value
+                extra[snake_name(key)] = value
                 continue
             name, hook, tp, is_list = entry
             if value.__class__ is tp:
@@ -278,81 +196,7 @@ def structure(data: Any, cls: type[M]) -> M:
     return result
 
 
-# -- unstructuring ------------------------------------------------------------------------
-
-
-_PLANS: dict[tuple[type[Model], Style, Mode], list[tuple[str, str, bool, bool]]] = {}
-
-
-def _wire_plan(cls: type[Model], style: Style, mode: Mode) -> list[tuple[str, str, bool, bool]]:
-    """(attribute, wire key, sent only when set, is a collection) per attribute, computed once."""
-    plan = _PLANS.get((cls, style, mode))
-    if plan is None:
-        request = mode == "request"
-        plan = [
-            (
-                spec.name,
-                wire_key(spec.request if request else spec.wire, style),
-                request,
-                spec.item_model is not None,
-            )
-            for spec in field_specs(cls)
-            if not (request and spec.read_only)
-        ]
-        _PLANS[(cls, style, mode)] = plan
-    return plan
-
-
-def to_wire(model: Model, *, style: Style, mode: Mode) -> dict[str, Any]:
-    """The attributes of `model` as a wire tree for one format.
-
-    `request`: writable attributes that are set (read-only ones are never sent, nor are
-    unset ones or `extra`), collections under their request name (`details_attributes`).
-    `document`: every attribute as the service writes it, None included, `extra` too.
-    """
-    out: dict[str, Any] = {}
-    for name, key, only_set, is_list in _wire_plan(type(model), style, mode):
-        value = getattr(model, name)
-        if is_list:
-            if only_set and not value:
-                continue
-            out[key] = [to_wire(v, style=style, mode=mode) if isinstance(v, Model) else v
-                        for v in value]  # fmt: skip
-        elif value is not None or not only_set:
-            out[key] = value
-    if mode == "document":
-        extra: dict[str, Any] = getattr(model, "extra", {})
-        for key, value in extra.items():
-            out.setdefault(wire_key(key, style), value)
-    return out
-
-
-def _value_to_wire(value: Any, style: Style, mode: Mode) -> Any:
-    if isinstance(value, Model):
-        return to_wire(value, style=style, mode=mode)
-    if isinstance(value, list):
-        return [_value_to_wire(v, style, mode) for v in value]
-    return value
-
-
-def changes_to_wire(
-    cls: type[Model], changes: Mapping[str, Any], *, style: Style
-) -> dict[str, Any]:
-    """Only the named attributes, for an update. None is sent (as nil) to clear a value.
-
-    Unknown names raise `TypeError` and read-only names `ValueError`, before anything
-    is sent: a typo must not silently become a no-op update.
-    """
-    specs = {s.name: s for s in field_specs(cls)}
-    out: dict[str, Any] = {}
-    for name, value in changes.items():
-        spec = specs.get(name)
-        if spec is None:
-            raise TypeError(f"{cls.__name__} has no attribute {name!r}")
-        if spec.read_only:
-            raise ValueError(f"{cls.__name__}.{name} is read-only and cannot be updated")
-        out[wire_key(spec.request, style)] = _value_to_wire(value, style, "request")
-    return out
+# -- plain dicts ---------------------------------------------------------------------------
 
 
 def to_dict(model: Model) -> dict[str, Any]:

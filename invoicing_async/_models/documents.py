@@ -1,78 +1,91 @@
-"""Whole documents: bytes of either format <-> models, with the root names Rails uses."""
+"""Whole documents read back: response bodies of either format -> models.
+
+Names, roots and every body written live in `payloads`; the writers are re-exported
+here for the modules that read and write whole documents (the fake service, the store).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from invoicing_async._models.base import Model
-from invoicing_async._models.converter import Mode, structure, to_wire, wire_key
-from invoicing_async._models.invoice import Invoice, InvoiceDetail, InvoicePayment
-from invoicing_async._models.recurring import RecurringTemplate, RecurringTemplateDetail
-from invoicing_async._models.session import CurrentSession, SyncEntry, SyncRevisions
-from invoicing_async._wire.json import decode_json, encode_json
-from invoicing_async._wire.xml import PlainList, decode_xml, decode_xml_members, encode_xml
+from invoicing_async._models.converter import structure
+from invoicing_async._models.payloads import (
+    ROOTS,
+    Format,
+    dump_field_errors,
+    dump_list,
+    dump_model,
+    dump_sync_entries,
+    snake_name,
+    unwrap_root,
+)
+from invoicing_async._models.session import SyncEntry, SyncRevisions
+from invoicing_async._wire.json import decode_json
+from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
-    "ROOTS",
     "Format",
     "dump_field_errors",
     "dump_list",
     "dump_model",
     "dump_sync_entries",
-    "dump_sync_fetch_ids",
     "load_field_errors",
     "load_list",
     "load_model",
+    "load_one_of",
     "load_sync_entries",
     "load_sync_revisions",
-    "root_name",
 ]
 
-Format = Literal["xml", "json"]
 M = TypeVar("M", bound=Model)
-
-# (single root, list root) in snake_case.
-ROOTS: dict[type[Model], tuple[str, str]] = {
-    Invoice: ("invoice", "invoices"),
-    InvoiceDetail: ("detail", "details"),
-    InvoicePayment: ("payment", "payments"),
-    RecurringTemplate: ("recurring_template", "recurring_templates"),
-    RecurringTemplateDetail: ("detail", "details"),
-    CurrentSession: ("user", "users"),
-}
-
-
-def root_name(cls: type[Model], fmt: Format, *, plural: bool = False) -> str:
-    single, many = ROOTS[cls]
-    return wire_key(many if plural else single, fmt)
-
-
-def _norm(name: str) -> str:
-    return name.replace("-", "_")
 
 
 def _decode(body: bytes, fmt: Format) -> tuple[str | None, Any]:
+    """(root in snake_case or None when bare, content) of a response body."""
     if fmt == "xml":
         root, value = decode_xml(body)
-        return _norm(root), value
-    value = decode_json(body)
-    if isinstance(value, dict) and len(value) == 1:
-        ((key, inner),) = value.items()
-        if isinstance(inner, (dict, list)):
-            return _norm(key), inner
-    return None, value
+        return snake_name(root), value
+    return unwrap_root(decode_json(body))
 
 
 def load_model(body: bytes, fmt: Format, cls: type[M]) -> M:
-    """One model from a response body (`<invoice>…</invoice>` or `{"invoice": {…}}`)."""
+    """One model from a response body (`<invoice>…</invoice>` or `{"invoice": {…}}`).
+
+    A bare JSON object (no root) is read as `cls`.
+    """
     expected = ROOTS[cls][0]
     root, value = _decode(body, fmt)
     if root is not None and root != expected:
         raise DecodeError(f"expected a {expected!r} document, got {root!r}")
+    return _structure_document(root, value, cls)
+
+
+def load_one_of(body: bytes, fmt: Format, classes: Sequence[type[Model]]) -> Model | None:
+    """The model of whichever of `classes` the body's root names, for an operation the
+    service answered in several ways over time.
+
+    None when the body is empty, or a bare JSON object (no root tells which it is): the
+    caller then asks for what it needs. Any other root raises `DecodeError`.
+    """
+    if not body.strip():
+        return None
+    root, value = _decode(body, fmt)
+    if root is None and isinstance(value, dict):
+        return None
+    for cls in classes:
+        if root == ROOTS[cls][0]:
+            return _structure_document(root, value, cls)
+    names = " or ".join(repr(ROOTS[cls][0]) for cls in classes)
+    got = repr(root) if root is not None else type(value).__name__
+    raise DecodeError(f"expected a {names} document, got {got}")
+
+
+def _structure_document(root: str | None, value: Any, cls: type[M]) -> M:
     if root is None and not isinstance(value, dict):
-        raise DecodeError(f"expected a {expected!r} object, got {type(value).__name__}")
+        raise DecodeError(f"expected a {ROOTS[cls][0]!r} object, got {type(value).__name__}")
     if value == "":
         value = {}  # <invoice/>: an element without attributes
     return structure(value, cls)
@@ -101,13 +114,12 @@ def _members(body: bytes, fmt: Format, single: str, many: str) -> list[Any]:
 
 
 def _unwrap_member(member: Any, single: str) -> Any:
-    if isinstance(member, dict) and len(member) == 1:
-        ((key, inner),) = member.items()
-        if _norm(key) == single:
-            return inner
-        if isinstance(inner, dict):
-            raise DecodeError(f"expected {single!r} members, got {key!r}")
-    return member
+    root, inner = unwrap_root(member)
+    if root is None or root == single:
+        return inner
+    if isinstance(inner, dict):
+        raise DecodeError(f"expected {single!r} members, got {root!r}")
+    return member  # a bare member of one attribute holding a list (`{"details": […]}`)
 
 
 def load_list(body: bytes, fmt: Format, cls: type[M]) -> list[M]:
@@ -134,7 +146,7 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
 
     if fmt == "xml":
         root = decode_xml_members(body, add)
-        if _norm(root) not in ("invoices", "invoice"):
+        if snake_name(root) not in ("invoices", "invoice"):
             raise DecodeError(f"expected a 'invoices' list, got {root!r}")
         return revisions
 
@@ -146,9 +158,9 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
             return _TAKEN  # {"invoice": {…}} whose content is already in the dict
         return obj
 
-    value = decode_json(body, object_hook=hook)
-    if isinstance(value, dict) and len(value) == 1:
-        value = next(iter(value.values()))  # {"invoices": [...]}
+    json_root, value = unwrap_root(decode_json(body, object_hook=hook))
+    if json_root not in (None, "invoices", "invoice"):
+        raise DecodeError(f"expected a 'invoices' list, got {json_root!r}")
     if not isinstance(value, list):
         raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
     for member in value:
@@ -191,10 +203,11 @@ def load_field_errors(body: bytes, fmt: Format) -> list[FieldError]:
             _root, value = decode_xml(body)
         else:
             value = decode_json(body)
+            root, inner = unwrap_root(value)
+            if root in ("errors", "error"):
+                value = inner
     except DecodeError:
         return []
-    if isinstance(value, dict) and set(value) <= {"errors", "error"} and value:
-        value = next(iter(value.values()))
     return _field_errors(value)
 
 
@@ -233,41 +246,3 @@ def _field_errors(value: Any) -> list[FieldError]:
             out.extend(FieldError(attribute=key, message=str(m)) for m in msgs)
         return out
     return [FieldError(attribute=None, message=str(value))]
-
-
-def dump_model(model: Model, fmt: Format, *, mode: Mode = "request") -> bytes:
-    """A request body (or, with `mode="document"`, a response body) for one model."""
-    root = root_name(type(model), fmt)
-    data = to_wire(model, style=fmt, mode=mode)
-    return encode_xml(root, data) if fmt == "xml" else encode_json(root, data)
-
-
-def dump_list(models: Sequence[Model], fmt: Format, cls: type[Model]) -> bytes:
-    """A list document as the service writes it (used by the fake service)."""
-    single = root_name(cls, fmt)
-    items = [to_wire(m, style=fmt, mode="document") for m in models]
-    if fmt == "xml":
-        return encode_xml(root_name(cls, fmt, plural=True), items)
-    return encode_json(None, [{single: item} for item in items])
-
-
-def dump_sync_entries(entries: Iterable[SyncEntry], fmt: Format) -> bytes:
-    items = [{"id": e.id, "revision": e.revision} for e in entries]
-    if fmt == "xml":
-        return encode_xml("invoices", items)
-    return encode_json(None, [{"invoice": item} for item in items])
-
-
-def dump_sync_fetch_ids(ids: Sequence[int], fmt: Format) -> bytes:
-    """`<invoices><ids><id>1</id><id>2</id></ids></invoices>`: one `ids` element."""
-    if fmt == "xml":
-        return encode_xml("invoices", {"ids": PlainList("id", [str(i) for i in ids])})
-    return encode_json("invoices", {"ids": list(ids)})
-
-
-def dump_field_errors(errors: Sequence[FieldError], fmt: Format) -> bytes:
-    """A 422 body in the service's current shape (used by the fake service)."""
-    if fmt == "xml":
-        members = [{"attribute": e.attribute, "message": e.message} for e in errors]
-        return encode_xml("errors", PlainList("error", members))
-    return encode_json(None, [[e.attribute, e.message] for e in errors])

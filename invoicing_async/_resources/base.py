@@ -4,16 +4,44 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol, TypeVar
 from urllib.parse import quote
 
-from invoicing_async._models.documents import Format
+from invoicing_async._models.payloads import Format
 from invoicing_async._transport.http import BoundTransport
-from invoicing_async._wire.json import encode_json
-from invoicing_async._wire.xml import encode_xml
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
-__all__ = ["Resource", "id_from_location", "segment"]
+__all__ = ["Identified", "Resource", "id_from_location", "id_of", "segment"]
+
+
+class Identified(Protocol):
+    """A model read from the service: its numeric `id` is set (None only before create)."""
+
+    @property
+    def id(self) -> int | None: ...
+
+
+IdentifiedT = TypeVar("IdentifiedT", bound=Identified)
+
+
+def id_of(target: int | IdentifiedT, cls: type[IdentifiedT]) -> int:
+    """The numeric id of `target`: an id as given, or the `id` of a `cls` model.
+
+    Lets callers pass what they hold (`get(invoice)`) without narrowing `id: int | None`.
+    A model without an id (never created) raises `ValueError`, and any other object
+    `TypeError`, before anything is sent.
+    """
+    if isinstance(target, int):
+        return target
+    if not isinstance(target, cls):
+        kind = type(target).__name__
+        raise TypeError(f"expected {cls.__name__} or an id (int), got {kind}")
+    ident = target.id
+    if ident is None:
+        raise ValueError(
+            f"this {cls.__name__} has no id: pass one created by or read from the service"
+        )
+    return ident
 
 
 def segment(value: str | int) -> str:
@@ -52,9 +80,3 @@ class Resource:
         """Raise the 422 the service would give, before spending a request on it."""
         if self._validate and errors:
             raise ValidationError(errors, method=method, url="")
-
-    def _encode(self, root: str, data: dict[str, Any]) -> bytes:
-        """A request body of wire names and values, wrapped in `root`."""
-        if self._fmt == "xml":
-            return encode_xml(root.replace("_", "-"), data)
-        return encode_json(root, data)

@@ -8,17 +8,22 @@ from typing import Any
 
 import attrs
 
-from invoicing_async._models.converter import changes_to_wire
 from invoicing_async._models.documents import (
-    dump_model,
-    dump_sync_fetch_ids,
     load_list,
     load_model,
+    load_one_of,
     load_sync_entries,
     load_sync_revisions,
 )
+from invoicing_async._models.payloads import (
+    dump_changes,
+    dump_filter,
+    dump_model,
+    dump_send,
+    dump_sync_fetch_ids,
+)
 from invoicing_async._resources import validation
-from invoicing_async._resources.base import Resource, id_from_location, segment
+from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
 from invoicing_async._transport.response import server_time
 from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
 
@@ -58,13 +63,17 @@ class InvoicesResource(Resource):
         The specification does not list the parameters; `parameters` is sent as given,
         wrapped in `root` (`<filter>…</filter>` or `{"filter": {…}}`).
         """
-        body = self._encode(root, dict(parameters))
+        body = dump_filter(parameters, self._fmt, root=root)
         response = await self._transport.request("POST", "/invoices/filter/advanced.xml", body=body)
         return load_list(response.body, self._fmt, Invoice)
 
-    async def get(self, invoice_id: int) -> Invoice:
-        """One invoice by its numeric id: GET /invoices/:id.xml. Raises `NotFoundError`."""
-        response = await self._transport.request("GET", f"/invoices/{segment(invoice_id)}.xml")
+    async def get(self, invoice: int | Invoice) -> Invoice:
+        """One invoice by its numeric id (or read again): GET /invoices/:id.xml.
+
+        Raises `NotFoundError`. Every method that names an invoice takes its id or the
+        `Invoice` itself; an invoice without an id raises `ValueError`.
+        """
+        response = await self._transport.request("GET", self._path(invoice))
         return load_model(response.body, self._fmt, Invoice)
 
     async def get_by_invoice_id(self, invoice_number: str) -> Invoice:
@@ -89,58 +98,67 @@ class InvoicesResource(Resource):
             return load_model(response.body, self._fmt, Invoice)
         return await self.get(id_from_location(response.headers.get("Location")))
 
-    async def update(self, invoice_id: int, **changes: Any) -> Invoice:
+    async def update(self, invoice: int | Invoice, /, **changes: Any) -> Invoice:
         """Change the named attributes only: PUT /invoices/:id.xml.
 
         Lines go in `details`: an `InvoiceDetail` without id adds a line, with an id
         changes it, with `destroy=True` deletes it. `None` clears an attribute. When the
         service answers without a body, the invoice is fetched (a second request).
         """
-        path = f"/invoices/{segment(invoice_id)}.xml"
+        path = self._path(invoice)
         self._check(validation.check_invoice_changes(changes), "PUT", path)
-        data = changes_to_wire(Invoice, changes, style=self._fmt)
-        response = await self._transport.request("PUT", path, body=self._encode("invoice", data))
-        return await self._invoice_or_refetch(response.body, invoice_id)
+        body = dump_changes(Invoice, changes, self._fmt)
+        response = await self._transport.request("PUT", path, body=body)
+        return await self._invoice_or_refetch(response.body, invoice)
 
     async def send_invoice(
-        self, invoice_id: int, *, email: str, invoice_email: str, send_method: str
+        self, invoice: int | Invoice, *, email: str, invoice_email: str, send_method: str
     ) -> Invoice:
         """Send the invoice (draft -> open): PUT /invoices/:id/send_invoice.xml.
 
         `send_method` is `email`, `hand` or `post`. The invoice number and date are
         assigned now when they were not set.
         """
-        return await self._send("send_invoice", invoice_id, email, invoice_email, send_method)
+        return await self._send("send_invoice", invoice, email, invoice_email, send_method)
 
     async def send_reminder(
-        self, invoice_id: int, *, email: str, invoice_email: str, send_method: str
+        self, invoice: int | Invoice, *, email: str, invoice_email: str, send_method: str
     ) -> Invoice:
         """Send a payment reminder: PUT /invoices/:id/send_reminder.xml (payload as send)."""
-        return await self._send("send_reminder", invoice_id, email, invoice_email, send_method)
+        return await self._send("send_reminder", invoice, email, invoice_email, send_method)
 
     async def _send(
-        self, action: str, invoice_id: int, email: str, invoice_email: str, send_method: str
+        self,
+        action: str,
+        invoice: int | Invoice,
+        email: str,
+        invoice_email: str,
+        send_method: str,
     ) -> Invoice:
-        path = f"/invoices/{segment(invoice_id)}/{action}.xml"
+        path = self._path(invoice, action)
         self._check(validation.check_send(email, invoice_email, send_method), "PUT", path)
-        data = {"email": email, "invoice_email": invoice_email, "send_method": str(send_method)}
-        if self._fmt == "xml":
-            data = {k.replace("_", "-"): v for k, v in data.items()}
-        response = await self._transport.request("PUT", path, body=self._encode("invoice", data))
-        return await self._invoice_or_refetch(response.body, invoice_id)
+        body = dump_send(email, invoice_email, send_method, self._fmt)
+        response = await self._transport.request("PUT", path, body=body)
+        return await self._invoice_or_refetch(response.body, invoice)
 
-    async def register_payment(self, invoice_id: int, payment: InvoicePayment) -> InvoicePayment:
-        """Register a payment: POST /invoices/:id/payments.xml, 201. Returns the payment."""
-        path = f"/invoices/{segment(invoice_id)}/payments.xml"
+    async def register_payment(self, invoice: int | Invoice, payment: InvoicePayment) -> Invoice:
+        """Register a payment: POST /invoices/:id/payments.xml, 201. Returns the invoice.
+
+        The service answers with the updated invoice (state, `total_paid`, `payments`).
+        When it answers with the payment or without a body instead, the invoice is
+        fetched: a second request, only then.
+        """
+        path = self._path(invoice, "payments")
         self._check(validation.check_payment(payment), "POST", path)
         response = await self._transport.request("POST", path, body=dump_model(payment, self._fmt))
-        if response.body.strip():
-            return load_model(response.body, self._fmt, InvoicePayment)
-        return payment
+        answer = load_one_of(response.body, self._fmt, (Invoice, InvoicePayment))
+        if isinstance(answer, Invoice):
+            return answer
+        return await self.get(invoice)
 
-    async def delete(self, invoice_id: int) -> None:
+    async def delete(self, invoice: int | Invoice) -> None:
         """Delete the invoice: DELETE /invoices/:id.xml. Raises `NotFoundError` if unknown."""
-        await self._transport.request("DELETE", f"/invoices/{segment(invoice_id)}.xml")
+        await self._transport.request("DELETE", self._path(invoice))
 
     async def sync_list_ids(self) -> builtins.list[SyncEntry]:
         """Id and revision of every invoice: GET /invoices/sync_list_ids.xml."""
@@ -156,14 +174,15 @@ class InvoicesResource(Resource):
         response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
         return load_sync_revisions(response.body, self._fmt)
 
-    async def sync_fetch_ids(self, ids: Iterable[int]) -> builtins.list[Invoice]:
+    async def sync_fetch_ids(self, ids: Iterable[int | Invoice]) -> builtins.list[Invoice]:
         """Full invoices for `ids`: POST /invoices/sync_fetch_ids.xml, 100 ids a request.
 
-        Ids are de-duplicated (first occurrence kept) and sent in requests of at most
-        100, one after the other: ceil(unique ids / 100) requests. Ids the service does
-        not return (deleted meanwhile) are simply absent from the result.
+        Ids (or invoices, read again) are de-duplicated (first occurrence kept) and sent
+        in requests of at most 100, one after the other: ceil(unique ids / 100)
+        requests. Ids the service does not return (deleted meanwhile) are simply absent
+        from the result.
         """
-        unique = list(dict.fromkeys(int(i) for i in ids))
+        unique = list(dict.fromkeys(id_of(i, Invoice) for i in ids))
         invoices: builtins.list[Invoice] = []
         for start in range(0, len(unique), SYNC_FETCH_LIMIT):
             invoices.extend(await self.sync_fetch_batch(unique[start : start + SYNC_FETCH_LIMIT]))
@@ -190,7 +209,13 @@ class InvoicesResource(Resource):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _invoice_or_refetch(self, body: bytes, invoice_id: int) -> Invoice:
+    @staticmethod
+    def _path(invoice: int | Invoice, action: str | None = None) -> str:
+        """`/invoices/42.xml`, or `/invoices/42/<action>.xml`."""
+        base = f"/invoices/{segment(id_of(invoice, Invoice))}"
+        return f"{base}/{action}.xml" if action else f"{base}.xml"
+
+    async def _invoice_or_refetch(self, body: bytes, invoice: int | Invoice) -> Invoice:
         if body.strip():
             return load_model(body, self._fmt, Invoice)
-        return await self.get(invoice_id)
+        return await self.get(invoice)

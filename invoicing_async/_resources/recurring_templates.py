@@ -5,28 +5,29 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from invoicing_async._models.converter import changes_to_wire
-from invoicing_async._models.documents import dump_model, load_list, load_model, root_name
+from invoicing_async._models.documents import load_list, load_model
+from invoicing_async._models.payloads import dump_changes, dump_model
 from invoicing_async._resources import validation
-from invoicing_async._resources.base import Resource, id_from_location, segment
+from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
 from invoicing_async.models import RecurringTemplate
 
 __all__ = ["RecurringTemplatesResource"]
 
 
 class RecurringTemplatesResource(Resource):
-    """Recurring templates of the account. Every method costs one request."""
+    """Recurring templates of the account. Every method costs one request.
+
+    Methods that name a template take its id or the `RecurringTemplate` itself.
+    """
 
     async def list(self) -> builtins.list[RecurringTemplate]:
         """All templates: GET /recurring_templates.xml."""
         response = await self._transport.request("GET", "/recurring_templates.xml")
         return load_list(response.body, self._fmt, RecurringTemplate)
 
-    async def get(self, template_id: int) -> RecurringTemplate:
+    async def get(self, template: int | RecurringTemplate) -> RecurringTemplate:
         """One template: GET /recurring_templates/:id.xml. Raises `NotFoundError`."""
-        response = await self._transport.request(
-            "GET", f"/recurring_templates/{segment(template_id)}.xml"
-        )
+        response = await self._transport.request("GET", self._path(template))
         return load_model(response.body, self._fmt, RecurringTemplate)
 
     async def create(self, template: RecurringTemplate) -> RecurringTemplate:
@@ -44,21 +45,26 @@ class RecurringTemplatesResource(Resource):
             return load_model(response.body, self._fmt, RecurringTemplate)
         return await self.get(id_from_location(response.headers.get("Location")))
 
-    async def update(self, template_id: int, **changes: Any) -> RecurringTemplate:
+    async def update(
+        self, template: int | RecurringTemplate, /, **changes: Any
+    ) -> RecurringTemplate:
         """Change the named attributes only: PUT /recurring_templates/:id.xml.
 
         When the service answers without a body, the template is fetched (a second request).
         """
-        path = f"/recurring_templates/{segment(template_id)}.xml"
+        path = self._path(template)
         errors = validation.check_template_changes(changes, today=self._today())
         self._check(errors, "PUT", path)
-        data = changes_to_wire(RecurringTemplate, changes, style=self._fmt)
-        body = self._encode(root_name(RecurringTemplate, "json"), data)
+        body = dump_changes(RecurringTemplate, changes, self._fmt)
         response = await self._transport.request("PUT", path, body=body)
         if response.body.strip():
             return load_model(response.body, self._fmt, RecurringTemplate)
-        return await self.get(template_id)
+        return await self.get(template)
 
-    async def delete(self, template_id: int) -> None:
+    async def delete(self, template: int | RecurringTemplate) -> None:
         """Delete a template: DELETE /recurring_templates/:id.xml."""
-        await self._transport.request("DELETE", f"/recurring_templates/{segment(template_id)}.xml")
+        await self._transport.request("DELETE", self._path(template))
+
+    @staticmethod
+    def _path(template: int | RecurringTemplate) -> str:
+        return f"/recurring_templates/{segment(id_of(template, RecurringTemplate))}.xml"

@@ -1,7 +1,8 @@
-"""Root-wrapped JSON as the service speaks it: `{"invoice": {…}}` and `[{"invoice": {…}}, …]`.
+"""JSON as the service speaks it, parsed and written exactly.
 
 Numbers with a fraction become `Decimal` while parsing (never a float); keys are kept
-as sent (the models accept underscored and hyphenated names alike).
+as sent (the models accept underscored and hyphenated names alike). Rails' root
+wrapping (`{"invoice": {…}}`) is the models' business: `payloads.unwrap_root`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from invoicing_async._wire.scalars import format_datetime, format_decimal
 from invoicing_async.errors import DecodeError
 
-__all__ = ["decode_json", "encode_json", "unwrap_json"]
+__all__ = ["decode_json", "encode_json"]
 
 
 def _parse_constant(name: str) -> Any:
@@ -46,19 +47,6 @@ def decode_json(
         raise DecodeError("JSON document nested too deeply") from None
     except ValueError as exc:  # int() limits of the interpreter, odd encodings
         raise DecodeError(f"malformed JSON: {exc}") from None
-
-
-def unwrap_json(value: Any, root: str) -> Any:
-    """`{"invoice": {…}}` -> `{…}`; a bare object is accepted as it is.
-
-    Rails wraps each object in its root name; some responses (and hand-written tests)
-    do not. A single-key object whose key is the expected root is unwrapped.
-    """
-    if isinstance(value, dict) and len(value) == 1:
-        key = next(iter(value))
-        if key.replace("-", "_") == root.replace("-", "_"):
-            return value[key]
-    return value
 
 
 def _default(value: Any) -> Any:

@@ -5,15 +5,19 @@ from decimal import Decimal
 
 import pytest
 
-from invoicing_async._models.converter import changes_to_wire, to_wire
 from invoicing_async._models.documents import (
-    dump_model,
-    dump_sync_fetch_ids,
     load_field_errors,
     load_list,
     load_model,
     load_sync_entries,
     load_sync_revisions,
+)
+from invoicing_async._models.payloads import (
+    Format,
+    changes_to_wire,
+    dump_model,
+    dump_sync_fetch_ids,
+    to_wire,
 )
 from invoicing_async.errors import DecodeError, FieldError
 from invoicing_async.models import (
@@ -91,9 +95,9 @@ def test_current_session_reads_user_root() -> None:
         (b"[1, 2]", "json", "expected a 'invoice' object"),
     ],
 )
-def test_bad_documents_name_the_field(body: bytes, fmt: str, fragment: str) -> None:
+def test_bad_documents_name_the_field(body: bytes, fmt: Format, fragment: str) -> None:
     with pytest.raises(DecodeError, match=fragment):
-        load_model(body, fmt, Invoice)  # type: ignore[arg-type]
+        load_model(body, fmt, Invoice)
 
 
 def test_list_documents_in_every_shape() -> None:
@@ -136,8 +140,8 @@ def test_sync_entries_both_formats() -> None:
         (b'{"errors": [["details", "should contain at least one line"]]}', "json"),
     ],
 )
-def test_error_documents_in_every_shape(body: bytes, fmt: str) -> None:
-    errors = load_field_errors(body, fmt)  # type: ignore[arg-type]
+def test_error_documents_in_every_shape(body: bytes, fmt: Format) -> None:
+    errors = load_field_errors(body, fmt)
     assert len(errors) == 1
     assert "should contain at least one line" in errors[0].message
     if errors[0].attribute is not None:
@@ -171,7 +175,7 @@ def test_request_bodies_leave_read_only_attributes_out() -> None:
         ],
         extra={"sepa_active": True},
     )
-    wire = to_wire(invoice, style="xml", mode="request")
+    wire = to_wire(invoice, fmt="xml", mode="request")
     assert wire == {
         "contact-id": 7,
         "details-attributes": [{"id": 5, "description": "x", "tax-rate-id": 1, "_destroy": True}],
@@ -181,18 +185,16 @@ def test_request_bodies_leave_read_only_attributes_out() -> None:
 
 
 def test_changes_name_only_what_changes_and_refuse_typos() -> None:
-    assert changes_to_wire(
-        Invoice, {"po_number": None, "discount": Decimal("2.5")}, style="xml"
-    ) == {
+    assert changes_to_wire(Invoice, {"po_number": None, "discount": Decimal("2.5")}, fmt="xml") == {
         "po-number": None,
         "discount": Decimal("2.5"),
     }
     with pytest.raises(TypeError, match="po_numbr"):
-        changes_to_wire(Invoice, {"po_numbr": "x"}, style="json")
+        changes_to_wire(Invoice, {"po_numbr": "x"}, fmt="json")
     with pytest.raises(ValueError, match="read-only"):
-        changes_to_wire(Invoice, {"state": "paid"}, style="json")
+        changes_to_wire(Invoice, {"state": "paid"}, fmt="json")
     with pytest.raises(ValueError, match="read-only"):
-        changes_to_wire(RecurringTemplate, {"next_date": dt.date(2030, 1, 1)}, style="json")
+        changes_to_wire(RecurringTemplate, {"next_date": dt.date(2030, 1, 1)}, fmt="json")
 
 
 def test_sync_fetch_bodies() -> None:

@@ -39,7 +39,7 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
 
     travel = created.details[1]
     updated = await client.invoices.update(
-        created.id,
+        created,
         po_number="PO-9",
         details=[
             m.InvoiceDetail(id=travel.id, destroy=True),
@@ -54,7 +54,7 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
     assert updated.revision > (created.revision or 0)
 
     sent = await client.invoices.send_invoice(
-        created.id, email="ann@example.com", invoice_email="Hello", send_method="hand"
+        created, email="ann@example.com", invoice_email="Hello", send_method="hand"
     )
     assert sent.state == m.InvoiceState.OPEN
     assert sent.invoice_id is not None
@@ -66,12 +66,12 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
     assert by_number.id == created.id
 
     reminded = await client.invoices.send_reminder(
-        created.id, email="ann@example.com", invoice_email="Please pay", send_method="email"
+        sent, email="ann@example.com", invoice_email="Please pay", send_method="email"
     )
     assert reminded.history[-1].action == "invoice_reminder_sent_email"
 
-    payment = await client.invoices.register_payment(
-        created.id,
+    paid = await client.invoices.register_payment(
+        reminded,
         m.InvoicePayment(
             payment_date=dt.date(2014, 7, 31),
             payment_method="bank_transfer",
@@ -79,10 +79,12 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
             send_email=False,
         ),
     )
-    assert payment.price == sent.total_price_incl_tax
-    paid = await client.invoices.get(created.id)
+    assert paid.id == created.id
     assert paid.state == m.InvoiceState.PAID
     assert paid.total_unpaid == 0
+    assert paid.total_paid == sent.total_price_incl_tax
+    assert [p.price for p in paid.payments] == [sent.total_price_incl_tax]
+    assert await client.invoices.get(created) == paid
 
     assert await client.invoices.list() == [paid]
     assert [i.id for i in await client.invoices.list(filter="paid")] == [created.id]
@@ -91,12 +93,12 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
 
     entries = await client.invoices.sync_list_ids()
     assert [(e.id, e.revision) for e in entries] == [(paid.id, paid.revision)]
-    (fetched,) = await client.invoices.sync_fetch_ids([created.id, 999])
+    (fetched,) = await client.invoices.sync_fetch_ids([created, 999])
     assert fetched == paid
 
-    await client.invoices.delete(created.id)
+    await client.invoices.delete(paid)
     with pytest.raises(ia.NotFoundError):
-        await client.invoices.get(created.id)
+        await client.invoices.get(created)
     assert await client.invoices.sync_list_ids() == []
 
 
@@ -114,13 +116,13 @@ async def test_recurring_templates(client: ia.InvoicingClient) -> None:
     assert template.active is True
     assert template.total_price_incl_tax == Decimal("12.10")
     assert template.next_date == dt.date.today() + dt.timedelta(days=1)
-    changed = await client.recurring_templates.update(template.id, frequency=2, send_invoice=True)
+    changed = await client.recurring_templates.update(template, frequency=2, send_invoice=True)
     assert (changed.frequency, changed.send_invoice) == (2, True)
-    assert await client.recurring_templates.get(template.id) == changed
+    assert await client.recurring_templates.get(template) == changed
     assert await client.recurring_templates.list() == [changed]
-    await client.recurring_templates.delete(template.id)
+    await client.recurring_templates.delete(changed)
     with pytest.raises(ia.NotFoundError):
-        await client.recurring_templates.get(template.id)
+        await client.recurring_templates.get(template)
 
 
 async def test_current_session(client: ia.InvoicingClient, service: FakeInvoicingService) -> None:

@@ -143,10 +143,10 @@ CASES = [
          lambda c: c.invoices.register_payment(42, m.InvoicePayment(
              payment_date=dt.date(2014, 7, 31), payment_method="bank_transfer",
              price=Decimal("60.50"), send_email=False)),
-         "POST", "/invoices/42/payments.xml", 201, doc(PAYMENT),
+         "POST", "/invoices/42/payments.xml", 201, doc(INVOICE),
          ("payment", {"payment_date": "2014-07-31", "payment_method": "bank_transfer",
                       "price": "60.50", "send_email": "false"}),
-         lambda r: r == PAYMENT),
+         lambda r: r == INVOICE),
     Case("delete", lambda c: c.invoices.delete(42), "DELETE", "/invoices/42.xml", 200,
          lambda fmt: b"", None, lambda r: r is None),
     Case("sync list", lambda c: c.invoices.sync_list_ids(), "GET", "/invoices/sync_list_ids.xml", 200,

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from invoicing_async._wire.json import decode_json, encode_json, unwrap_json
+from invoicing_async._wire.json import decode_json, encode_json
 from invoicing_async.errors import DecodeError
 
 
@@ -37,9 +37,3 @@ def test_encode_wraps_root_and_keeps_decimals_exact() -> None:
         {"price": Decimal("60.50"), "payment_date": dt.date(2014, 7, 31), "note": "€"},
     )
     assert body == '{"payment":{"price":"60.50","payment_date":"2014-07-31","note":"€"}}'.encode()
-
-
-def test_unwrap_accepts_wrapped_and_bare() -> None:
-    assert unwrap_json({"invoice": {"id": 1}}, "invoice") == {"id": 1}
-    assert unwrap_json({"id": 1}, "invoice") == {"id": 1}
-    assert unwrap_json({"recurring-template": {"id": 1}}, "recurring_template") == {"id": 1}

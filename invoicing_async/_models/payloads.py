@@ -1,0 +1,301 @@
+"""Wire names and every body the client (or the fake service) writes.
+
+The one module that knows how a name travels: each attribute's names per format
+(`total_price` in JSON, `total-price` in XML; `details_attributes` in requests), the
+Rails root names, the rule that unwraps a JSON root, and every request payload (model
+bodies, update change sets, send and reminder, advanced filters, sync-fetch ids). Resources
+build no names themselves. The documents the service writes (lists, sync lists, 422
+errors) are here too, for the fake service and the store.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from invoicing_async._models.base import READ_ONLY, REQUEST_NAME, WIRE_NAME, Model
+from invoicing_async._models.invoice import Invoice, InvoiceDetail, InvoicePayment
+from invoicing_async._models.recurring import RecurringTemplate, RecurringTemplateDetail
+from invoicing_async._models.session import CurrentSession, SyncEntry
+from invoicing_async._wire.json import encode_json
+from invoicing_async._wire.xml import PlainList, encode_xml
+from invoicing_async.errors import FieldError
+
+__all__ = [
+    "ROOTS",
+    "FieldSpec",
+    "Format",
+    "Mode",
+    "changes_to_wire",
+    "dump_changes",
+    "dump_field_errors",
+    "dump_filter",
+    "dump_list",
+    "dump_model",
+    "dump_send",
+    "dump_sync_entries",
+    "dump_sync_fetch_ids",
+    "field_specs",
+    "root_name",
+    "snake_name",
+    "to_wire",
+    "unwrap_root",
+    "wire_key",
+]
+
+Format = Literal["xml", "json"]
+Mode = Literal["request", "document"]
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+def wire_key(name: str, fmt: Format) -> str:
+    """`total_price` -> `total-price` in XML; `_destroy` keeps its leading underscore."""
+    if fmt == "json" or "_" not in name:
+        return name
+    if name.startswith("_"):
+        return "_" + name[1:].replace("_", "-")
+    return name.replace("_", "-")
+
+
+def snake_name(name: str) -> str:
+    """A name as received (`total-price` or `total_price`) in the snake_case of `ROOTS`."""
+    return name.replace("-", "_")
+
+
+# (single root, list root) in snake_case.
+ROOTS: dict[type[Model], tuple[str, str]] = {
+    Invoice: ("invoice", "invoices"),
+    InvoiceDetail: ("detail", "details"),
+    InvoicePayment: ("payment", "payments"),
+    RecurringTemplate: ("recurring_template", "recurring_templates"),
+    RecurringTemplateDetail: ("detail", "details"),
+    CurrentSession: ("user", "users"),
+}
+_ROOT_NAMES = frozenset(name for pair in ROOTS.values() for name in pair)
+
+
+def root_name(cls: type[Model], fmt: Format, *, plural: bool = False) -> str:
+    """The root element (XML) or key (JSON) that wraps a `cls` document."""
+    single, many = ROOTS[cls]
+    return wire_key(many if plural else single, fmt)
+
+
+def unwrap_root(value: Any) -> tuple[str | None, Any]:
+    """`{"invoice": {…}}` -> `("invoice", {…})`; a bare value -> `(None, value)`.
+
+    Rails wraps each JSON object (and some lists) in its root name. A single-key object
+    is such a wrapper when it holds an object or a list, or when its key is a root name
+    of the service; the root comes back in snake_case. Anything else is a bare object.
+    """
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, inner),) = value.items()
+        root = snake_name(key)
+        if isinstance(inner, (dict, list)) or root in _ROOT_NAMES:
+            return root, inner
+    return None, value
+
+
+# -- the field table ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class FieldSpec:
+    """How one attribute travels: its names per mode, and its item model."""
+
+    name: str
+    wire: str  # snake_case name in documents
+    request: str  # snake_case name in request bodies
+    read_only: bool
+    base_type: Any
+    item_model: type[Model] | None  # set for list[Model] collections
+
+
+def _strip_optional(tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+_SPECS: dict[type[Model], tuple[FieldSpec, ...]] = {}
+
+
+def field_specs(cls: type[Model]) -> tuple[FieldSpec, ...]:
+    """The wire description of each attribute of `cls` except `extra` (computed once)."""
+    cached = _SPECS.get(cls)
+    if cached is not None:
+        return cached
+    attrs_cls: Any = cls
+    attrs.resolve_types(attrs_cls)
+    specs = []
+    for f in attrs.fields(attrs_cls):
+        if f.name == "extra":
+            continue
+        base = _strip_optional(f.type)
+        item_model = None
+        if typing.get_origin(base) is list:
+            (item,) = typing.get_args(base)
+            item_model = item
+        wire = f.metadata.get(WIRE_NAME, f.name)
+        specs.append(
+            FieldSpec(
+                name=f.name,
+                wire=wire,
+                request=f.metadata.get(REQUEST_NAME, wire),
+                read_only=f.metadata.get(READ_ONLY, False),
+                base_type=base,
+                item_model=item_model,
+            )
+        )
+    _SPECS[cls] = result = tuple(specs)
+    return result
+
+
+# -- models as wire trees -------------------------------------------------------------------
+
+
+_PLANS: dict[tuple[type[Model], Format, Mode], list[tuple[str, str, bool, bool]]] = {}
+
+
+def _wire_plan(cls: type[Model], fmt: Format, mode: Mode) -> list[tuple[str, str, bool, bool]]:
+    """(attribute, wire key, sent only when set, is a collection) per attribute, computed once."""
+    plan = _PLANS.get((cls, fmt, mode))
+    if plan is None:
+        request = mode == "request"
+        plan = [
+            (
+                spec.name,
+                wire_key(spec.request if request else spec.wire, fmt),
+                request,
+                spec.item_model is not None,
+            )
+            for spec in field_specs(cls)
+            if not (request and spec.read_only)
+        ]
+        _PLANS[(cls, fmt, mode)] = plan
+    return plan
+
+
+def to_wire(model: Model, *, fmt: Format, mode: Mode) -> dict[str, Any]:
+    """The attributes of `model` as a wire tree for one format.
+
+    `request`: writable attributes that are set (read-only ones are never sent, nor are
+    unset ones or `extra`), collections under their request name (`details_attributes`).
+    `document`: every attribute as the service writes it, None included, `extra` too.
+    """
+    out: dict[str, Any] = {}
+    for name, key, only_set, is_list in _wire_plan(type(model), fmt, mode):
+        value = getattr(model, name)
+        if is_list:
+            if only_set and not value:
+                continue
+            out[key] = [_value_to_wire(v, fmt, mode) for v in value]
+        elif value is not None or not only_set:
+            out[key] = value
+    if mode == "document":
+        extra: dict[str, Any] = getattr(model, "extra", {})
+        for key, value in extra.items():
+            out.setdefault(wire_key(key, fmt), value)
+    return out
+
+
+def _value_to_wire(value: Any, fmt: Format, mode: Mode) -> Any:
+    if isinstance(value, Model):
+        return to_wire(value, fmt=fmt, mode=mode)
+    if isinstance(value, list):
+        return [_value_to_wire(v, fmt, mode) for v in value]
+    return value
+
+
+def changes_to_wire(cls: type[Model], changes: Mapping[str, Any], *, fmt: Format) -> dict[str, Any]:
+    """Only the named attributes, for an update. None is sent (as nil) to clear a value.
+
+    Unknown names raise `TypeError` and read-only names `ValueError`, before anything
+    is sent: a typo must not silently become a no-op update.
+    """
+    specs = {s.name: s for s in field_specs(cls)}
+    out: dict[str, Any] = {}
+    for name, value in changes.items():
+        spec = specs.get(name)
+        if spec is None:
+            raise TypeError(f"{cls.__name__} has no attribute {name!r}")
+        if spec.read_only:
+            raise ValueError(f"{cls.__name__}.{name} is read-only and cannot be updated")
+        out[wire_key(spec.request, fmt)] = _value_to_wire(value, fmt, "request")
+    return out
+
+
+# -- bodies -----------------------------------------------------------------------------------
+
+
+def _wrapped(root: str, data: Mapping[str, Any] | list[Any], fmt: Format) -> bytes:
+    """`data` in `root` (snake_case, spelled here for the format)."""
+    if fmt == "xml":
+        return encode_xml(wire_key(root, fmt), data)
+    return encode_json(root, data)
+
+
+def _bare_json_list(items: list[Any]) -> bytes:
+    """A JSON list document: no root around the list, each member wrapped in its own."""
+    return encode_json(None, items)
+
+
+def dump_model(model: Model, fmt: Format, *, mode: Mode = "request") -> bytes:
+    """A create or payment body (or, with `mode="document"`, the service's document)."""
+    return _wrapped(ROOTS[type(model)][0], to_wire(model, fmt=fmt, mode=mode), fmt)
+
+
+def dump_changes(cls: type[Model], changes: Mapping[str, Any], fmt: Format) -> bytes:
+    """An update body naming only `changes` (attribute names), in `cls`'s root."""
+    return _wrapped(ROOTS[cls][0], changes_to_wire(cls, changes, fmt=fmt), fmt)
+
+
+def dump_send(email: str, invoice_email: str, send_method: str, fmt: Format) -> bytes:
+    """The send_invoice / send_reminder body: `<invoice><email/><invoice-email/>…`."""
+    data = {"email": email, "invoice_email": invoice_email, "send_method": str(send_method)}
+    return _wrapped("invoice", {wire_key(k, fmt): v for k, v in data.items()}, fmt)
+
+
+def dump_filter(parameters: Mapping[str, Any], fmt: Format, *, root: str = "filter") -> bytes:
+    """Advanced filter parameters, sent as given (the specification does not list them)."""
+    return _wrapped(root, dict(parameters), fmt)
+
+
+def dump_sync_fetch_ids(ids: Sequence[int], fmt: Format) -> bytes:
+    """`<invoices><ids><id>1</id><id>2</id></ids></invoices>`: one `ids` element."""
+    if fmt == "xml":
+        return _wrapped("invoices", {"ids": PlainList("id", [str(i) for i in ids])}, fmt)
+    return _wrapped("invoices", {"ids": list(ids)}, fmt)
+
+
+def dump_list(models: Sequence[Model], fmt: Format, cls: type[Model]) -> bytes:
+    """A list document as the service writes it (used by the fake service)."""
+    single, many = ROOTS[cls]
+    items = [to_wire(m, fmt=fmt, mode="document") for m in models]
+    if fmt == "xml":
+        return _wrapped(many, items, fmt)
+    return _bare_json_list([{single: item} for item in items])
+
+
+def dump_sync_entries(entries: Iterable[SyncEntry], fmt: Format) -> bytes:
+    """The sync list as the service writes it (used by the fake service)."""
+    items = [{"id": e.id, "revision": e.revision} for e in entries]
+    if fmt == "xml":
+        return _wrapped("invoices", items, fmt)
+    return _bare_json_list([{"invoice": item} for item in items])
+
+
+def dump_field_errors(errors: Sequence[FieldError], fmt: Format) -> bytes:
+    """A 422 body in the service's current shape (used by the fake service)."""
+    if fmt == "xml":
+        members = [{"attribute": e.attribute, "message": e.message} for e in errors]
+        return encode_xml("errors", PlainList("error", members))
+    return _bare_json_list([[e.attribute, e.message] for e in errors])
