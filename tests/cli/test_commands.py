@@ -139,7 +139,7 @@ async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
         stdout=asyncio.subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     assert process.stdout is not None
-    lines = []
+    lines: list[str] = []
     try:
         while not lines or "Ctrl-C" not in lines[-1]:
             lines.append((await asyncio.wait_for(process.stdout.readline(), 30)).decode())

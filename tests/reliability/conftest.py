@@ -3,15 +3,13 @@ the README shows (`pytest -m reliability`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 ROWS: list[dict[str, object]] = []
 
 
 @pytest.fixture
-def record() -> Iterator[list[dict[str, object]]]:
+def record() -> list[dict[str, object]]:
     return ROWS
 
 

@@ -25,8 +25,7 @@ pytestmark = pytest.mark.reliability
 FUZZ = settings(max_examples=1500, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
 SAMPLE = FakeInvoicingService(invoices=3, seed=4)
 VALID = {
-    fmt: dump_list(list(SAMPLE.account.invoices.values()), fmt, Invoice)  # type: ignore[arg-type]
-    for fmt in ("xml", "json")
+    fmt: dump_list(list(SAMPLE.account.invoices.values()), fmt, Invoice) for fmt in ("xml", "json")
 }
 
 

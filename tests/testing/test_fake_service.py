@@ -28,7 +28,7 @@ INVOICE_XML = (
 @pytest.fixture
 async def http(service: FakeInvoicingService) -> AsyncIterator[aiohttp.ClientSession]:
     headers = {"Authorization": aiohttp.encode_basic_auth(service.username, service.password)}
-    connector = aiohttp.TCPConnector(ssl=service.ssl_context)
+    connector = aiohttp.TCPConnector(ssl=service.ssl_context or True)
     async with aiohttp.ClientSession(
         base_url=service.base_url, headers=headers, connector=connector
     ) as session:
@@ -138,7 +138,7 @@ async def test_missing_and_unoffered(
 
 
 async def test_401_without_or_with_wrong_credentials(service: FakeInvoicingService) -> None:
-    connector = aiohttp.TCPConnector(ssl=service.ssl_context)
+    connector = aiohttp.TCPConnector(ssl=service.ssl_context or True)
     async with aiohttp.ClientSession(base_url=service.base_url, connector=connector) as plain:
         async with plain.get("/api/v1.0/current_session.xml") as resp:
             assert resp.status == 401
@@ -237,7 +237,7 @@ async def test_hourly_limit_per_account(rule: str) -> None:
     clock = FakeClock()
     async with FakeInvoicingService(limit=3, window_rule=rule, clock=clock) as service:  # type: ignore[arg-type]
         other = service.add_account("other", password="pw")
-        connector = aiohttp.TCPConnector(ssl=service.ssl_context)
+        connector = aiohttp.TCPConnector(ssl=service.ssl_context or True)
         async with aiohttp.ClientSession(base_url=service.base_url, connector=connector) as http:
             mine = {"Authorization": aiohttp.encode_basic_auth(service.username, service.password)}
             theirs = {"Authorization": aiohttp.encode_basic_auth("other", "pw")}
@@ -277,7 +277,7 @@ async def test_push_notification_on_state_change(service: FakeInvoicingService) 
         async with aiohttp.ClientSession(
             base_url=service.base_url,
             headers=headers,
-            connector=aiohttp.TCPConnector(ssl=service.ssl_context),
+            connector=aiohttp.TCPConnector(ssl=service.ssl_context or True),
         ) as http:
             invoice = await create(http)
             send = {

@@ -208,7 +208,7 @@ async def test_basic_auth_and_negotiation_headers(scripted: ScriptedServer, fmt:
     assert put.headers["User-Agent"].startswith(f"invoicing-async/{ia.__version__}")
 
 
-class _Validator(RequestValidator):  # type: ignore[misc]
+class _Validator(RequestValidator):
     """oauthlib's own server-side check of our signatures."""
 
     enforce_ssl = False
@@ -311,10 +311,11 @@ async def test_owned_session_is_closed_and_lazy_use_works(scripted: ScriptedServ
     scripted.reply("GET", PATH, 200, SESSION)
     client = scripted_client(scripted)
     await client.current_session()  # no `async with`: the session opens on first use
-    assert not client.is_closed
+    states = [client.is_closed]
     assert client.requests_sent == 1
     await client.aclose()
-    assert client.is_closed  # and no unclosed-session warning (warnings are errors)
+    states.append(client.is_closed)  # and no unclosed-session warning (warnings are errors)
+    assert states == [False, True]
     with pytest.raises(ia.ClientClosedError, match="create a new InvoicingClient"):
         await client.current_session()
     assert client.requests_sent == 1

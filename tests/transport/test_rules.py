@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import aiohttp
 import pytest
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 import invoicing_async as ia
@@ -104,7 +104,8 @@ def test_not_a_redirect() -> None:
 def _response_error() -> aiohttp.ClientResponseError:
     info = aiohttp.RequestInfo(
         URL("https://acme.example.com/x"), "GET",
-        CIMultiDict({"Authorization": "Basic YXBpOnMzY3JldA=="}), URL("https://acme.example.com/x"),
+        CIMultiDictProxy(CIMultiDict({"Authorization": "Basic YXBpOnMzY3JldA=="})),
+        URL("https://acme.example.com/x"),
     )  # fmt: skip
     return aiohttp.ClientResponseError(info, (), status=400, message="bad status line")
 
