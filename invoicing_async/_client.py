@@ -146,7 +146,7 @@ class InvoicingClient:
             retry=retry if retry is not None else options.retry,
         )
         clone = copy.copy(self)
-        clone._bind(changed)
+        clone._bind(changed)  # noqa: SLF001 - setting up the copy of self
         return clone
 
     def __repr__(self) -> str:

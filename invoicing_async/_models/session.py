@@ -100,6 +100,11 @@ class SyncRevisions(Mapping[int, int]):
         self._settle()
         return _PairsView(self)
 
+    def pairs(self) -> Iterator[tuple[int, int]]:
+        """(id, revision) by id, straight from the two arrays."""
+        self._settle()
+        return zip(self._ids, self._revisions, strict=True)
+
     def __repr__(self) -> str:
         return f"SyncRevisions({len(self)} invoices)"
 
@@ -112,4 +117,4 @@ class _PairsView(ItemsView[int, int]):
         self._revisions = revisions
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        return zip(self._revisions._ids, self._revisions._revisions, strict=True)
+        return self._revisions.pairs()

@@ -79,4 +79,4 @@ class Resource:
     def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
         """Raise the 422 the service would give, before spending a request on it."""
         if self._validate and errors:
-            raise ValidationError(errors, method=method, url="")
+            raise ValidationError(errors, method=method, url=path)

@@ -35,7 +35,11 @@ class BasicAuth:
     password: str = attrs.field(default="")
 
     def headers_for(
-        self, method: str, url: str, body: bytes | None, content_type: str | None
+        self,
+        method: str,  # noqa: ARG002 - the `Auth` signature: Basic signs nothing
+        url: str,  # noqa: ARG002
+        body: bytes | None,  # noqa: ARG002
+        content_type: str | None,  # noqa: ARG002
     ) -> dict[str, str]:
         return {"Authorization": aiohttp.encode_basic_auth(self.username, self.password)}
 

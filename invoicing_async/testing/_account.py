@@ -25,6 +25,7 @@ from invoicing_async.models import (
 )
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._faults import FaultPlan
+from invoicing_async.testing._lines import apply_line_changes
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from invoicing_async.testing._rules import (
     DEFAULT_TAX_RATES,
@@ -32,7 +33,6 @@ from invoicing_async.testing._rules import (
     Unprocessable,
     compute_invoice_totals,
     invoice_errors,
-    without,
 )
 from invoicing_async.testing._templates import TemplateOperations
 
@@ -144,7 +144,25 @@ class Account(TemplateOperations):
         if self.on_state_change is not None:
             self.on_state_change(self, event)
 
-    def _schedule_due(self, invoice: Invoice) -> None:
+    # -- ids and numbers, for this account and its generator ------------------------------
+
+    def next_invoice_id(self) -> int:
+        return next(self._ids)
+
+    def next_detail_id(self) -> int:
+        return next(self._detail_ids)
+
+    def next_record_id(self) -> int:
+        """The id of a history record or a payment."""
+        return next(self._record_ids)
+
+    def next_invoice_number(self, year: int) -> str:
+        """`2014-0096`: the next number of the year's sequence, as sending assigns it."""
+        self._sequences[year] += 1
+        return f"{year}-{self._sequences[year]:04d}"
+
+    def schedule_due(self, invoice: Invoice) -> None:
+        """Have an open invoice turn late once its due date has passed."""
         if invoice.invoice_date is not None and invoice.id is not None:
             due = invoice.invoice_date + dt.timedelta(days=invoice.due_date_interval or 0)
             heapq.heappush(self._due, (due, invoice.id))
@@ -159,7 +177,8 @@ class Account(TemplateOperations):
                 self._set_state(invoice, "late")
                 self._touch(invoice)
 
-    def _get(self, ident: int) -> Invoice:
+    def get_invoice(self, ident: int) -> Invoice:
+        """The invoice with this id; `Missing` (a 404) when there is none."""
         invoice = self.invoices.get(ident)
         if invoice is None:
             raise Missing(f"invoice {ident}")
@@ -226,7 +245,7 @@ class Account(TemplateOperations):
         )
 
     def update_invoice(self, ident: int, changes: Mapping[str, Any]) -> Invoice:
-        invoice = self._get(ident)
+        invoice = self.get_invoice(ident)
         candidate = attrs.evolve(invoice, details=list(invoice.details))
         for name, value in changes.items():
             if name == "details":
@@ -242,28 +261,15 @@ class Account(TemplateOperations):
         return candidate
 
     def _apply_detail_changes(self, invoice: Invoice, lines: list[dict[str, Any]]) -> None:
-        by_id = {d.id: d for d in invoice.details}
-        for change in lines:
-            line_id = change.get("id")
-            if line_id is None:
-                if change.get("destroy"):
-                    continue
-                invoice.details.append(
-                    self._new_detail(invoice.id or 0, InvoiceDetail(**without(change, "id")))
-                )
-                continue
-            existing = by_id.get(line_id)
-            if existing is None:
-                raise Unprocessable([FieldError("details.id", f"line {line_id} does not exist")])
-            if change.get("destroy"):
-                invoice.details = [d for d in invoice.details if d.id != line_id]
-                continue
-            updated = attrs.evolve(existing, **without(change, "id", "destroy"))
-            updated.updated_at = self.clock.now().replace(microsecond=0)
-            invoice.details = [updated if d.id == line_id else d for d in invoice.details]
+        invoice.details = apply_line_changes(
+            invoice.details,
+            lines,
+            new_line=lambda fields: self._new_detail(invoice.id or 0, InvoiceDetail(**fields)),
+            now=self.clock.now().replace(microsecond=0),
+        )
 
     def send_invoice(self, ident: int, payload: Mapping[str, Any], *, reminder: bool) -> Invoice:
-        invoice = self._get(ident)
+        invoice = self.get_invoice(ident)
         errors = []
         for key in ("email", "invoice_email", "send_method"):
             if not payload.get(key):
@@ -286,13 +292,12 @@ class Account(TemplateOperations):
                 invoice.invoice_date = today
             if invoice.invoice_id is None:
                 year = invoice.invoice_date.year
-                self._sequences[year] += 1
-                invoice.invoice_id = f"{year}-{self._sequences[year]:04d}"
+                invoice.invoice_id = self.next_invoice_number(year)
             invoice.concept_id = None
             self._history(invoice, f"invoice_sent_{method}")
             if invoice.state == "draft":
                 self._set_state(invoice, "open")
-                self._schedule_due(invoice)
+                self.schedule_due(invoice)
                 self._recompute(invoice)
                 if invoice.total_unpaid is not None and invoice.total_unpaid == 0:
                     self._set_state(invoice, "paid")
@@ -302,7 +307,7 @@ class Account(TemplateOperations):
         return invoice
 
     def register_payment(self, ident: int, payment: InvoicePayment) -> InvoicePayment:
-        invoice = self._get(ident)
+        invoice = self.get_invoice(ident)
         errors = []
         if payment.price is None:
             errors.append(FieldError("price", "can't be blank"))
@@ -332,7 +337,7 @@ class Account(TemplateOperations):
         return stored
 
     def delete_invoice(self, ident: int) -> None:
-        self._get(ident)
+        self.get_invoice(ident)
         del self.invoices[ident]
 
     def list_invoices(self, filter_name: str | None = None) -> list[Invoice]:
@@ -381,7 +386,7 @@ class Account(TemplateOperations):
 
     def mutate(self, ident: int) -> None:
         """Change an invoice as another user would (new revision), for race tests."""
-        invoice = self._get(ident)
+        invoice = self.get_invoice(ident)
         invoice.po_number = f"changed-{(invoice.revision or 0) + 1}"
         self._touch(invoice)
 

@@ -86,7 +86,7 @@ async def advanced_filter(c: Call) -> Result:
 
 
 async def get_invoice(c: Call) -> Result:
-    return _ok(200, dump_model(c.account._get(int(c.params["id"])), c.fmt, mode="document"))
+    return _ok(200, dump_model(c.account.get_invoice(int(c.params["id"])), c.fmt, mode="document"))
 
 
 async def get_by_number(c: Call) -> Result:
@@ -235,6 +235,10 @@ def _error_body(fmt: Format, message: str) -> bytes:
     return dump_field_errors([FieldError(None, message)], fmt)
 
 
+class BudgetRefused(Exception):
+    """The account's hourly budget is spent (or cut by a fault): answer 403, 0 left."""
+
+
 def build_app(service: FakeInvoicingService) -> web.Application:
     """The aiohttp application serving every account of `service`."""
 
@@ -249,15 +253,18 @@ def build_app(service: FakeInvoicingService) -> web.Application:
                 body=b"HTTP Basic: Access denied.\n",
                 headers={"WWW-Authenticate": 'Basic realm="Application"'},
             )
-        status, payload, headers = await _dispatch(account, request, fmt, body)
-        plan = account.faults
+        refused = False
+        try:
+            status, payload, headers = await _dispatch(account, request, fmt, body)
+        except BudgetRefused:
+            refused = True
+            status, payload, headers = 403, b"Rate limit exceeded", {}
         headers = {
             **headers,
             "X-RateLimit-Limit": str(account.window.limit),
-            "X-RateLimit-Remaining": str(account.window.remaining),
+            # Refused for the budget: nothing is left, whatever the window says.
+            "X-RateLimit-Remaining": "0" if refused else str(account.window.remaining),
         }
-        if status == -403:  # refused for the budget: nothing is left, whatever the window says
-            status, headers["X-RateLimit-Remaining"] = 403, "0"
         account.requests.append(
             RecordedRequest(
                 account=account.name,
@@ -269,6 +276,7 @@ def build_app(service: FakeInvoicingService) -> web.Application:
                 at=account.clock.timestamp(),
             )
         )
+        plan = account.faults
         if plan.applies_to(request.path) and status < 400 and plan.roll(plan.truncate_rate):
             account.counters["truncated"] += 1
             return await _truncated(request, status, payload, fmt, headers)
@@ -279,50 +287,58 @@ def build_app(service: FakeInvoicingService) -> web.Application:
             response.headers["Content-Type"] = _content_type(fmt)
         return response
 
-    async def _dispatch(account: Account, request: web.Request, fmt: Format, body: bytes) -> Result:
-        plan = account.faults
-        account.requests_total += 1
-        if plan.budget_cut_after is not None and account.requests_total > plan.budget_cut_after:
-            account.counters["403"] += 1
-            return -403, b"Rate limit exceeded", {}
-        if not account.window.take():
-            account.counters["403"] += 1
-            return -403, b"Rate limit exceeded", {}
-        faulty = plan.applies_to(request.path)
-        if plan.latency:
-            await asyncio.sleep(plan.latency)
-        if faulty and plan.roll(plan.drop_rate):
-            account.counters["dropped"] += 1
-            assert request.transport is not None
-            request.transport.close()
-            raise asyncio.CancelledError  # nothing more to send on a closed connection
-        if faulty and plan.roll(plan.timeout_rate):
-            account.counters["held"] += 1
-            await asyncio.sleep(plan.timeout_delay)
-        if faulty and plan.roll(plan.error_rate):
-            account.counters["500"] += 1
-            return 500, _error_body(fmt, "Internal server error (injected)"), {}
-        path = request.path
-        if not path.startswith(API_PREFIX + "/"):
-            return 404, _error_body(fmt, "Not found"), {}
-        path = path[len(API_PREFIX) :]
-        path = re.sub(r"\.(xml|json)$", "", path)
-        handler, params, status = _route(path, request.method)
-        if handler is None:
-            messages = {404: "Not found", 406: "Not accepted", 501: "Method not implemented"}
-            return status, _error_body(fmt, messages[status]), {}
-        account.counters[handler.__name__] += 1
-        account.refresh()
-        try:
-            return await handler(Call(account, request, fmt, params, body))
-        except Missing as exc:
-            return 404, _error_body(fmt, f"Not found: {exc}"), {}
-        except Unprocessable as exc:
-            return 422, dump_field_errors(exc.errors, fmt), {}
-
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
+
+
+async def _dispatch(account: Account, request: web.Request, fmt: Format, body: bytes) -> Result:
+    """Budget, injected faults, routing and the operation itself."""
+    account.requests_total += 1
+    cut = account.faults.budget_cut_after
+    if (cut is not None and account.requests_total > cut) or not account.window.take():
+        account.counters["403"] += 1
+        raise BudgetRefused
+    injected = await _inject_faults(account, request, fmt)
+    if injected is not None:
+        return injected
+    path = request.path
+    if not path.startswith(API_PREFIX + "/"):
+        return 404, _error_body(fmt, "Not found"), {}
+    path = re.sub(r"\.(xml|json)$", "", path[len(API_PREFIX) :])
+    handler, params, status = _route(path, request.method)
+    if handler is None:
+        messages = {404: "Not found", 406: "Not accepted", 501: "Method not implemented"}
+        return status, _error_body(fmt, messages[status]), {}
+    account.counters[handler.__name__] += 1
+    account.refresh()
+    try:
+        return await handler(Call(account, request, fmt, params, body))
+    except Missing as exc:
+        return 404, _error_body(fmt, f"Not found: {exc}"), {}
+    except Unprocessable as exc:
+        return 422, dump_field_errors(exc.errors, fmt), {}
+
+
+async def _inject_faults(account: Account, request: web.Request, fmt: Format) -> Result | None:
+    """Latency, dropped connections, held responses and 500s, as the fault plan says."""
+    plan = account.faults
+    if plan.latency:
+        await asyncio.sleep(plan.latency)
+    if not plan.applies_to(request.path):
+        return None
+    if plan.roll(plan.drop_rate):
+        account.counters["dropped"] += 1
+        assert request.transport is not None
+        request.transport.close()
+        raise asyncio.CancelledError  # nothing more to send on a closed connection
+    if plan.roll(plan.timeout_rate):
+        account.counters["held"] += 1
+        await asyncio.sleep(plan.timeout_delay)
+    if plan.roll(plan.error_rate):
+        account.counters["500"] += 1
+        return 500, _error_body(fmt, "Internal server error (injected)"), {}
+    return None
 
 
 async def _truncated(

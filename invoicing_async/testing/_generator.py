@@ -36,7 +36,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
     today = account.clock.today()
     made: list[Invoice] = []
     for _ in range(count):
-        ident = next(account._ids)
+        ident = account.next_invoice_id()
         company = rng.choice(_COMPANIES)
         first, last = rng.choice(_FIRST), rng.choice(_LAST)
         # Half recent (many still open), half from the past year (mostly late or paid).
@@ -45,7 +45,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
         created = dt.datetime.combine(invoice_date, dt.time(9, 0), dt.timezone.utc)
         details = [
             InvoiceDetail(
-                id=next(account._detail_ids),
+                id=account.next_detail_id(),
                 invoice_id=ident,
                 amount=rng.choice(_AMOUNTS),
                 description=rng.choice(_WORK),
@@ -82,7 +82,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
             details=details,
             history=[
                 InvoiceHistoryRecord(
-                    id=next(account._record_ids),
+                    id=account.next_record_id(),
                     invoice_id=ident,
                     user_id=account.user_id,
                     action="invoice_created",
@@ -92,14 +92,13 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
             ],
         )
         if state == "open":
-            account._sequences[invoice_date.year] += 1
-            invoice.invoice_id = f"{invoice_date.year}-{account._sequences[invoice_date.year]:04d}"
+            invoice.invoice_id = account.next_invoice_number(invoice_date.year)
             invoice.invoice_date = invoice_date
             invoice.send_method = "email"
             invoice.email = "billing@example.com"
             invoice.history.append(
                 InvoiceHistoryRecord(
-                    id=next(account._record_ids),
+                    id=account.next_record_id(),
                     invoice_id=ident,
                     user_id=account.user_id,
                     action="invoice_sent_email",
@@ -113,7 +112,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
         if state == "open" and roll > 0.55:
             invoice.payments.append(
                 InvoicePayment(
-                    id=next(account._record_ids),
+                    id=account.next_record_id(),
                     invoice_id=ident,
                     payment_date=invoice_date + dt.timedelta(days=rng.randrange(1, 20)),
                     payment_method=rng.choice(_METHODS),
@@ -129,7 +128,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
             if due < today:
                 invoice.state = "late"
             else:
-                account._schedule_due(invoice)
+                account.schedule_due(invoice)
         invoice.updated_at = created
         invoice.revision = int(created.timestamp())
         account.invoices[ident] = invoice

@@ -173,7 +173,7 @@ class FakeInvoicingService:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl)
         await site.start()
-        self._https_port = _bound_port(site)
+        self._https_port = _bound_port(self._runner)
         if self.redirect_listener:
             self._redirect_runner = web.AppRunner(
                 redirect_app(lambda: self.base_url), access_log=None, handle_signals=False
@@ -181,7 +181,7 @@ class FakeInvoicingService:
             await self._redirect_runner.setup()
             plain = web.TCPSite(self._redirect_runner, self.host, 0)
             await plain.start()
-            self._http_port = _bound_port(plain)
+            self._http_port = _bound_port(self._redirect_runner)
 
     async def stop(self) -> None:
         for task in list(self._push_tasks):
@@ -244,9 +244,7 @@ class FakeInvoicingService:
             await asyncio.gather(*list(self._push_tasks), return_exceptions=True)
 
 
-def _bound_port(site: web.TCPSite) -> int:
-    server = site._server
-    assert server is not None
-    sockets = getattr(server, "sockets", None) or []
-    port: int = sockets[0].getsockname()[1]
+def _bound_port(runner: web.AppRunner) -> int:
+    """The port the runner's one site listens on (asked for as port 0: any free one)."""
+    port: int = runner.addresses[0][1]
     return port

@@ -17,13 +17,13 @@ from invoicing_async.models import (
     RecurringTemplateDetail,
 )
 from invoicing_async.testing._clock import FakeClock
+from invoicing_async.testing._lines import apply_line_changes
 from invoicing_async.testing._rules import (
     Missing,
     Unprocessable,
     add_period,
     compute_invoice_totals,
     template_errors,
-    without,
 )
 
 __all__ = ["TemplateOperations"]
@@ -90,23 +90,14 @@ class TemplateOperations:
         candidate = attrs.evolve(template, details=list(template.details))
         for name, value in changes.items():
             if name == "details":
-                for change in value or []:
-                    line_id = change.get("id")
-                    if line_id is None:
-                        if not change.get("destroy"):
-                            fields = without(change, "id")
-                            candidate.details.append(
-                                RecurringTemplateDetail(id=next(self._detail_ids), **fields)
-                            )
-                    elif change.get("destroy"):
-                        candidate.details = [d for d in candidate.details if d.id != line_id]
-                    else:
-                        candidate.details = [
-                            attrs.evolve(d, **without(change, "id", "destroy"))
-                            if d.id == line_id
-                            else d
-                            for d in candidate.details
-                        ]
+                candidate.details = apply_line_changes(
+                    candidate.details,
+                    value or [],
+                    new_line=lambda fields: RecurringTemplateDetail(
+                        id=next(self._detail_ids), **fields
+                    ),
+                    now=self.clock.now().replace(microsecond=0),
+                )
             else:
                 setattr(candidate, name, value)
         errors = template_errors(candidate, self.contacts, self.tax_rates, self.clock.today())

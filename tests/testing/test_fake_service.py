@@ -270,7 +270,7 @@ async def test_push_notification_on_state_change(service: FakeInvoicingService) 
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     service.account.push_url = f"http://127.0.0.1:{port}/push"
     try:
         headers = {"Authorization": aiohttp.encode_basic_auth(service.username, service.password)}

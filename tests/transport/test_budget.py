@@ -134,7 +134,8 @@ def test_invalid_configuration_is_refused() -> None:
 def test_default_burst_keeps_steady_pace_within_limit() -> None:
     budget = RateBudget()
     assert budget.burst == 10
-    assert budget.burst + budget._rate * budget.period == pytest.approx(350)
+    # The steady pace: (limit - burst) per period, so burst + pace * period == limit.
+    assert budget.time_for(budget.available_now() + 34) == pytest.approx(34 * 3600 / 340)
 
 
 def test_a_client_as_fast_as_it_can_stays_within_the_hourly_limit() -> None:

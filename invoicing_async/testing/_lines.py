@@ -1,0 +1,48 @@
+"""Line changes of an update, as Rails' `details_attributes` applies them: the same for
+invoice lines and template lines."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from invoicing_async._models.base import DetailLine
+from invoicing_async.errors import FieldError
+from invoicing_async.testing._rules import Unprocessable, without
+
+__all__ = ["apply_line_changes"]
+
+L = TypeVar("L", bound=DetailLine)
+
+
+def apply_line_changes(
+    lines: list[L],
+    changes: Iterable[Mapping[str, Any]],
+    *,
+    new_line: Callable[[dict[str, Any]], L],
+    now: dt.datetime,
+) -> list[L]:
+    """The lines after `changes`: no id adds a line (`new_line` builds it), an id with
+    fields changes that line, an id with `destroy` deletes it. An unknown id is a 422."""
+    result = list(lines)
+    for change in changes:
+        line_id = change.get("id")
+        if line_id is None:
+            if not change.get("destroy"):
+                result.append(new_line(without(change, "id", "destroy")))
+            continue
+        if not any(line.id == line_id for line in result):
+            raise Unprocessable([FieldError("details.id", f"line {line_id} does not exist")])
+        if change.get("destroy"):
+            result = [line for line in result if line.id != line_id]
+            continue
+        result = [
+            attrs.evolve(line, **without(change, "id", "destroy"), updated_at=now)
+            if line.id == line_id
+            else line
+            for line in result
+        ]
+    return result
