@@ -60,6 +60,7 @@ async def test_sync_converges_after_faults(name: str, record: list[dict[str, obj
                     runs.append(exc)
                 for ident in rng.sample(sorted(account.invoices), 300):
                     account.mutate(ident)  # the day's changes
+                service.clock.advance(seconds=3600)  # the next run is an hour later
             refused = account.counters["403"]
         # The faults stop (for the budget: the hour is over, a new process starts; for
         # quarantined ids: their quarantine time is over).
