@@ -9,6 +9,7 @@ from invoicing_async._models.enums import (
     PaymentMethod,
     SendMethod,
 )
+from invoicing_async._models.export import details_dataframe, invoices_dataframe, to_jsonable
 from invoicing_async._models.invoice import (
     Invoice,
     InvoiceDetail,
@@ -37,4 +38,7 @@ __all__ = [
     "SendMethod",
     "SyncEntry",
     "SyncRevisions",
+    "details_dataframe",
+    "invoices_dataframe",
+    "to_jsonable",
 ]

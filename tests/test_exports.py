@@ -39,6 +39,7 @@ PUBLIC: dict[str, set[str]] = {
         "InvoiceDetail", "InvoiceFilter", "InvoiceHistoryRecord", "InvoicePayment",
         "InvoiceState", "Model", "PaymentMethod", "RecurringTemplate",
         "RecurringTemplateDetail", "SendMethod", "SyncEntry", "SyncRevisions",
+        "details_dataframe", "invoices_dataframe", "to_jsonable",
     },
     "invoicing_async.sync": {
         "BATCH_SIZE", "BatchCommitted", "BatchResult", "MemoryStore", "PendingEntry",

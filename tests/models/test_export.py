@@ -9,7 +9,6 @@ from decimal import Decimal
 import pandas as pd
 
 from invoicing_async import models as m
-from invoicing_async._models.export import details_dataframe, invoices_dataframe, to_jsonable
 
 CEST = dt.timezone(dt.timedelta(hours=2))
 
@@ -37,7 +36,7 @@ def invoice(ident: int, paid: str, **kwargs: object) -> m.Invoice:
 
 
 def test_json_safe_form_keeps_every_digit() -> None:
-    data = to_jsonable(invoice(1, "181.50", extra={"sepa_active": True, "fee": Decimal("0.21")}))
+    data = m.to_jsonable(invoice(1, "181.50", extra={"sepa_active": True, "fee": Decimal("0.21")}))
     text = json.dumps(data)  # the point: no TypeError for Decimal, date or datetime
     back = json.loads(text)
     assert back["total_paid"] == "181.50"
@@ -51,7 +50,7 @@ def test_json_safe_form_keeps_every_digit() -> None:
 
 
 def test_invoices_dataframe_has_typed_columns_and_exact_money() -> None:
-    frame = invoices_dataframe([invoice(1, "181.50"), invoice(2, "0.10", po_number="PO-9")])
+    frame = m.invoices_dataframe([invoice(1, "181.50"), invoice(2, "0.10", po_number="PO-9")])
     assert list(frame["id"]) == [1, 2]
     assert str(frame["id"].dtype) == "Int64"
     assert frame["contact_id"].isna().all()  # None becomes <NA>, the column stays Int64
@@ -67,14 +66,14 @@ def test_invoices_dataframe_has_typed_columns_and_exact_money() -> None:
 
 
 def test_details_dataframe_links_lines_to_invoices() -> None:
-    frame = details_dataframe([invoice(1, "1"), invoice(2, "2")])
+    frame = m.details_dataframe([invoice(1, "1"), invoice(2, "2")])
     assert list(frame["invoice_id"]) == [1, 1, 2, 2]
     assert list(frame["id"]) == [10, 11, 20, 21]
     assert frame["price"].tolist() == [Decimal("60.50"), Decimal("-0.0")] * 2
 
 
 def test_empty_input_still_has_the_columns() -> None:
-    frame = invoices_dataframe([])
+    frame = m.invoices_dataframe([])
     assert len(frame) == 0
     assert "total_paid" in frame.columns
     assert str(frame["id"].dtype) == "Int64"
