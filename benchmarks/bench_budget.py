@@ -10,6 +10,7 @@ import looptime
 
 import invoicing_async as ia
 from benchmarks.common import Result
+from invoicing_async._sync.plan import batches_for
 
 HOUR = 3600.0
 HOURS = 3
@@ -23,7 +24,7 @@ async def _simulate() -> tuple[int, int, int, float]:
     start = loop.time()
     sent: list[float] = []
     refused = 0
-    batches = 1 + -(-INVOICES // 100)
+    batches = 1 + batches_for(INVOICES)
 
     async def worker() -> None:
         nonlocal refused
@@ -42,9 +43,7 @@ async def _simulate() -> tuple[int, int, int, float]:
             budget.observe(seq, limit=350, remaining=remaining - 1)
 
     await asyncio.gather(*(worker() for _ in range(4)))
-    busiest = max(
-        bisect.bisect_left(sent, t + HOUR) - i for i, t in enumerate(sent)
-    ) if sent else 0  # fmt: skip
+    busiest = max(bisect.bisect_left(sent, t + HOUR) - i for i, t in enumerate(sent)) if sent else 0
     return busiest, len(sent), refused, max(sent)
 
 

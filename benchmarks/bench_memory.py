@@ -18,9 +18,13 @@ MIB = 1024 * 1024
 
 async def _child(*args: str) -> float:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "benchmarks.memory_child", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "benchmarks.memory_child",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await process.communicate()
     if process.returncode != 0:
         raise RuntimeError(err.decode()[-2000:])

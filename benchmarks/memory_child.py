@@ -78,8 +78,10 @@ async def diff(count: int, db: str) -> None:
         after_store = peak_mib()
         plan = plan_sync(entries, stored, await store.pending())
         print(f"after decode {after_decode:.0f}, after store {after_store:.0f}", file=sys.stderr)
-    print(f"planned {len(plan.to_fetch)} of {plan.listed}; before decoding {baseline:.0f} MiB",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"planned {len(plan.to_fetch)} of {plan.listed}; before decoding {baseline:.0f} MiB",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -17,9 +17,19 @@ class FakeServerProcess:
 
     def __init__(self, *, invoices: int, latency: float = 0.0, accounts: int = 1) -> None:
         self.args = [
-            "--port", "0", "--invoices", str(invoices), "--limit", "1000000000",
-            "--latency", str(latency), "--accounts", str(accounts), "--password", "bench-pw",
-        ]  # fmt: skip
+            "--port",
+            "0",
+            "--invoices",
+            str(invoices),
+            "--limit",
+            "1000000000",
+            "--latency",
+            str(latency),
+            "--accounts",
+            str(accounts),
+            "--password",
+            "bench-pw",
+        ]
         self._dir = tempfile.TemporaryDirectory()
         self.ca = Path(self._dir.name) / "ca.pem"
         self.base_url = ""
@@ -27,9 +37,15 @@ class FakeServerProcess:
 
     async def __aenter__(self) -> FakeServerProcess:
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "invoicing_async", "fake-server", *self.args,
-            "--ca-out", str(self.ca), stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "invoicing_async",
+            "fake-server",
+            *self.args,
+            "--ca-out",
+            str(self.ca),
+            stdout=asyncio.subprocess.PIPE,
+        )
         assert self.process.stdout is not None
         while True:
             line = (await asyncio.wait_for(self.process.stdout.readline(), 300)).decode()

@@ -15,10 +15,19 @@ from invoicing_async.testing import FakeInvoicingService
 
 def test_error_names_and_hierarchy() -> None:
     for name in (
-        "AuthenticationError", "RateLimitExceeded", "ForbiddenError", "NotFoundError",
-        "NotAcceptableError", "ValidationError", "ServerError", "NotImplementedByServerError",
-        "InsecureTransportError", "DecodeError", "APIConnectionError", "APITimeoutError",
-    ):  # fmt: skip
+        "AuthenticationError",
+        "RateLimitExceeded",
+        "ForbiddenError",
+        "NotFoundError",
+        "NotAcceptableError",
+        "ValidationError",
+        "ServerError",
+        "NotImplementedByServerError",
+        "InsecureTransportError",
+        "DecodeError",
+        "APIConnectionError",
+        "APITimeoutError",
+    ):
         cls = getattr(errors, name)
         assert cls is getattr(ia, name)
         assert issubclass(cls, ia.InvoicingError)
@@ -47,10 +56,13 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
             )
             assert inv.id is not None
             inv = await client.invoices.update(
-                inv.id, po_number="PO-9", details=[m.InvoiceDetail(id=inv.details[0].id, destroy=True),
-                                                   m.InvoiceDetail(description="New", tax_rate_id=2,
-                                                                   price=Decimal("50"))]
-            )  # fmt: skip
+                inv.id,
+                po_number="PO-9",
+                details=[
+                    m.InvoiceDetail(id=inv.details[0].id, destroy=True),
+                    m.InvoiceDetail(description="New", tax_rate_id=2, price=Decimal("50")),
+                ],
+            )
             inv = await client.invoices.send_invoice(
                 inv, email="a@example.com", invoice_email="Hello", send_method="email"
             )
@@ -61,9 +73,13 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
             )
             paid = await client.invoices.register_payment(
                 inv,
-                m.InvoicePayment(payment_date=dt.date(2014, 7, 31), payment_method="bank_transfer",
-                                 price=Decimal("60.50"), send_email=False),
-            )  # fmt: skip
+                m.InvoicePayment(
+                    payment_date=dt.date(2014, 7, 31),
+                    payment_method="bank_transfer",
+                    price=Decimal("60.50"),
+                    send_email=False,
+                ),
+            )
             assert isinstance(paid, m.Invoice)  # the updated invoice, not the payment
             assert (paid.id, paid.total_paid) == (inv.id, Decimal("60.50"))
             assert paid.payments[-1].payment_method == "bank_transfer"

@@ -41,11 +41,24 @@ __all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KNOWN = frozenset(
     {
-        "name", "base_url", "format", "db", "db_dir", "ca_file", "auth", "username",
-        "password_env", "password_file", "consumer_key", "consumer_secret_env",
-        "consumer_secret_file", "token", "token_secret_env", "token_secret_file",
+        "name",
+        "base_url",
+        "format",
+        "db",
+        "db_dir",
+        "ca_file",
+        "auth",
+        "username",
+        "password_env",
+        "password_file",
+        "consumer_key",
+        "consumer_secret_env",
+        "consumer_secret_file",
+        "token",
+        "token_secret_env",
+        "token_secret_file",
     }
-)  # fmt: skip
+)
 _SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
 
 

@@ -11,6 +11,7 @@ import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._cli.progress import ProgressBar
 from invoicing_async._sync.engine import SyncEngine, SyncReport
+from invoicing_async._sync.plan import batches_for
 from invoicing_async._sync.sqlite import SQLiteStore
 from invoicing_async.testing import FakeInvoicingService
 
@@ -32,11 +33,11 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
     if db is None:
         tmp = tempfile.TemporaryDirectory(prefix="invoicing-async-demo-")
         db = Path(tmp.name) / "invoices.sqlite3"
-    print(f"Starting the fake service with {invoices} generated invoices (seed {seed})...",
-          flush=True)  # fmt: skip
+    print(
+        f"Starting the fake service with {invoices} generated invoices (seed {seed})...", flush=True
+    )
     async with FakeInvoicingService(invoices=invoices, seed=seed) as service:
-        print(f"  {service.base_url}  (TLS with a throwaway CA, {fmt.upper()} format)",
-              flush=True)  # fmt: skip
+        print(f"  {service.base_url}  (TLS with a throwaway CA, {fmt.upper()} format)", flush=True)
         # The service still allows 350 requests an hour, and the demo needs about 35. The
         # client's own pacing (a burst of 10, then one request every ~10.6 s) is lifted so
         # the demo takes seconds, not minutes.
@@ -62,12 +63,17 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
                 m.Invoice(
                     contact_id=7,
                     company_name="Demo & Co",
-                    details=[m.InvoiceDetail(description="Demo work", tax_rate_id=1,
-                                             price=Decimal("99.95"))],
+                    details=[
+                        m.InvoiceDetail(
+                            description="Demo work", tax_rate_id=1, price=Decimal("99.95")
+                        )
+                    ],
                 )
-            )  # fmt: skip
-            print(f"On the service: changed {len(changed[:20])}, deleted {len(changed[20:])}, "
-                  f"created invoice {created.id} (1 request)")  # fmt: skip
+            )
+            print(
+                f"On the service: changed {len(changed[:20])}, deleted {len(changed[20:])}, "
+                f"created invoice {created.id} (1 request)"
+            )
 
             # An hour passes on the service's clock before the next sync. (A sync within
             # the second of a change would read that invoice again on the run after it:
@@ -87,13 +93,17 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
             # Methods that name an invoice take the model as well as its id.
             fresh = await client.invoices.get(created)
             print(f"  the same as the service's copy: {stored == fresh} (1 request)")
-            print(f"  {len(late)} late invoices; budget now {client.budget_snapshot().remaining} "
-                  "requests left this hour")  # fmt: skip
-            expected = 1 + -(-invoices // 100)
-            print(f"Requests: first sync {first.requests} (minimum {expected}), second "
-                  f"{second.requests} (minimum 2), third {third.requests} (minimum 1); "
-                  f"the service's hourly window has {service.account.window.remaining} of "
-                  f"{service.account.window.limit} left")  # fmt: skip
+            print(
+                f"  {len(late)} late invoices; budget now {client.budget_snapshot().remaining} "
+                "requests left this hour"
+            )
+            expected = 1 + batches_for(invoices)
+            print(
+                f"Requests: first sync {first.requests} (minimum {expected}), second "
+                f"{second.requests} (minimum 2), third {third.requests} (minimum 1); "
+                f"the service's hourly window has {service.account.window.remaining} of "
+                f"{service.account.window.limit} left"
+            )
             ok = first.complete and second.complete and third.complete
     if tmp is not None:
         tmp.cleanup()

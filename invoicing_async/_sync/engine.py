@@ -12,7 +12,7 @@ from collections.abc import Callable
 import attrs
 
 from invoicing_async._resources.invoices import FetchedBatch
-from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, plan_sync
+from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_sync
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, Store
 from invoicing_async.errors import (
@@ -335,14 +335,15 @@ class _Run:
                     continue
                 self.stop = True
                 self.report.stopped_for_budget = True
-                self.report.eta = client.budget.time_for(-(-len(self.queue) // BATCH_SIZE))
+                self.report.eta = client.budget.time_for(batches_for(len(self.queue)))
                 return
             except (APIConnectionError, ServerError, DecodeError) as exc:
                 self._give_back(ids)
                 self.failures += 1
                 self.report.errors.append(f"batch of {len(ids)}: {exc}")
-                logger.warning("sync fetch failed (%d/%d): %s", self.failures,
-                               engine.max_batch_failures, exc)  # fmt: skip
+                logger.warning(
+                    "sync fetch failed (%d/%d): %s", self.failures, engine.max_batch_failures, exc
+                )
                 if self.failures >= engine.max_batch_failures:
                     self.stop = True
                     return
@@ -355,8 +356,12 @@ class _Run:
         invoices = newest_of_requested(ids, reply)
         if len(invoices) != len(reply):
             self.report.ignored += len(reply) - len(invoices)
-            logger.warning("sync fetch of %d ids answered %d invoices: kept the %d asked for",
-                           len(ids), len(reply), len(invoices))  # fmt: skip
+            logger.warning(
+                "sync fetch of %d ids answered %d invoices: kept the %d asked for",
+                len(ids),
+                len(reply),
+                len(invoices),
+            )
         result = await engine.store.apply_batch(invoices)
         for invoice in invoices:
             if invoice.id is not None and engine.read_too_early(invoice, batch.server_time):
@@ -387,9 +392,12 @@ class _Run:
                 )
                 report.quarantined.append(ident)
                 self.done += 1
-                logger.warning("invoice %d listed but not returned %d times: quarantined "
-                               "until its revision changes or quarantine_for passes",
-                               ident, attempts)  # fmt: skip
+                logger.warning(
+                    "invoice %d listed but not returned %d times: quarantined "
+                    "until its revision changes or quarantine_for passes",
+                    ident,
+                    attempts,
+                )
             else:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts)
                 self.queue.append(ident)  # fills the spare room of the last batch
@@ -399,7 +407,7 @@ class _Run:
             engine.on_batch(BatchCommitted(changed=changed, deleted=[]))
         if engine.on_progress is not None:
             budget = engine.client.budget
-            remaining = -(-len(self.queue) // BATCH_SIZE)
+            remaining = batches_for(len(self.queue))
             engine.on_progress(
                 SyncProgress(
                     done=self.done,

@@ -9,9 +9,14 @@ import attrs
 from invoicing_async._sync.store import PendingEntry
 from invoicing_async.models import SyncEntry
 
-__all__ = ["BATCH_SIZE", "SyncPlan", "plan_sync"]
+__all__ = ["BATCH_SIZE", "SyncPlan", "batches_for", "plan_sync"]
 
 BATCH_SIZE = 100
+
+
+def batches_for(ids: int) -> int:
+    """Sync-fetch requests for this many ids: ceil(ids / 100)."""
+    return (ids + BATCH_SIZE - 1) // BATCH_SIZE
 
 
 @attrs.frozen
@@ -35,7 +40,7 @@ class SyncPlan:
 
     @property
     def batches(self) -> int:
-        return -(-len(self.to_fetch) // BATCH_SIZE)
+        return batches_for(len(self.to_fetch))
 
     @property
     def requests(self) -> int:

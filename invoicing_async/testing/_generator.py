@@ -13,15 +13,33 @@ from invoicing_async.testing._rules import compute_invoice_totals
 __all__ = ["populate"]
 
 _COMPANIES = [
-    "Acme B.V.", "Globex Ltd", "Initech", "Umbrella GmbH", "Hooli", "Stark & Zonen",
-    "Wayne Enterprises", "Café Ñandú", "Møller A/S", "Zürich Bäckerei", "", "",
-]  # fmt: skip
+    "Acme B.V.",
+    "Globex Ltd",
+    "Initech",
+    "Umbrella GmbH",
+    "Hooli",
+    "Stark & Zonen",
+    "Wayne Enterprises",
+    "Café Ñandú",
+    "Møller A/S",
+    "Zürich Bäckerei",
+    "",
+    "",
+]
 _FIRST = ["Anna", "Bram", "Chloé", "Daan", "Eva", "Finn", "Günter", "Hanna"]
 _LAST = ["de Vries", "Jansen", "Bakker", "Visser", "Smit", "Müller", "O'Brien"]
 _WORK = [
-    "Consultancy", "Development", "Design & layout", "Hosting <monthly>", "Support",
-    "Training", "Travel expenses", "Licence fee", "Workshop €", "Maintenance",
-]  # fmt: skip
+    "Consultancy",
+    "Development",
+    "Design & layout",
+    "Hosting <monthly>",
+    "Support",
+    "Training",
+    "Travel expenses",
+    "Licence fee",
+    "Workshop €",
+    "Maintenance",
+]
 _AMOUNTS = ["1 x", "2 x", "3 hours", "0.5 days", "10 x", "1", "4 hours"]
 _PRICES = [Decimal(p) for p in ("12.50", "60.50", "99.00", "0.99", "1250.00", "75", "33.33")]
 _METHODS = ["bank_transfer", "ideal", "paypal", "creditcard", "cash"]

@@ -19,10 +19,15 @@ ROOT = Path(__file__).parents[2]
 
 async def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "invoicing_async", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        sys.executable,
+        "-m",
+        "invoicing_async",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
     out, err = await process.communicate()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -47,8 +52,18 @@ async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -
     async with FakeInvoicingService(invoices=120, seed=3) as service:
         ca = tmp_path / "ca.pem"
         service.write_ca(ca)
-        args = ("sync", "--base-url", service.base_url, "--username", service.username,
-                "--db", str(tmp_path / "s.db"), "--ca-file", str(ca), "--json")  # fmt: skip
+        args = (
+            "sync",
+            "--base-url",
+            service.base_url,
+            "--username",
+            service.username,
+            "--db",
+            str(tmp_path / "s.db"),
+            "--ca-file",
+            str(ca),
+            "--json",
+        )
         code, out, err = await run(*args, env={"INVOICING_PASSWORD": service.password})
         assert code == 0, err
         report = json.loads(out)
@@ -75,10 +90,17 @@ async def test_sync_stopped_by_the_budget_at_the_sync_list_exits_3(tmp_path: Pat
         ca = tmp_path / "ca.pem"
         service.write_ca(ca)
         code, out, err = await run(
-            "sync", "--base-url", service.base_url, "--username", service.username,
-            "--db", str(tmp_path / "s.db"), "--ca-file", str(ca),
+            "sync",
+            "--base-url",
+            service.base_url,
+            "--username",
+            service.username,
+            "--db",
+            str(tmp_path / "s.db"),
+            "--ca-file",
+            str(ca),
             env={"INVOICING_PASSWORD": service.password},
-        )  # fmt: skip
+        )
         assert code == 3, (out, err)
         assert "stopped for the hourly budget" in err
         assert "Traceback" not in err
@@ -88,9 +110,15 @@ async def test_sync_into_a_corrupt_database_prints_one_line(tmp_path: Path) -> N
     db = tmp_path / "corrupt.db"
     db.write_bytes(b"not a database" * 500)
     code, _out, err = await run(
-        "sync", "--base-url", "https://127.0.0.1:9", "--username", "u", "--db", str(db),
+        "sync",
+        "--base-url",
+        "https://127.0.0.1:9",
+        "--username",
+        "u",
+        "--db",
+        str(db),
         env={"INVOICING_PASSWORD": "pw"},
-    )  # fmt: skip
+    )
     assert code == 1
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
@@ -102,13 +130,24 @@ async def test_sync_command_takes_oauth1_credentials_from_the_environment(tmp_pa
     async with FakeInvoicingService(invoices=3, seed=3) as service:
         ca = tmp_path / "ca.pem"
         service.write_ca(ca)
-        env = {"INVOICING_USERNAME": "", "INVOICING_PASSWORD": "",
-               "INVOICING_CONSUMER_KEY": "ck-1", "INVOICING_CONSUMER_SECRET": "cs-secret-1",
-               "INVOICING_TOKEN": "tk-1", "INVOICING_TOKEN_SECRET": "ts-secret-1"}  # fmt: skip
+        env = {
+            "INVOICING_USERNAME": "",
+            "INVOICING_PASSWORD": "",
+            "INVOICING_CONSUMER_KEY": "ck-1",
+            "INVOICING_CONSUMER_SECRET": "cs-secret-1",
+            "INVOICING_TOKEN": "tk-1",
+            "INVOICING_TOKEN_SECRET": "ts-secret-1",
+        }
         code, out, err = await run(
-            "sync", "--base-url", service.base_url, "--db", str(tmp_path / "o.db"),
-            "--ca-file", str(ca), env=env,
-        )  # fmt: skip
+            "sync",
+            "--base-url",
+            service.base_url,
+            "--db",
+            str(tmp_path / "o.db"),
+            "--ca-file",
+            str(ca),
+            env=env,
+        )
         # The fake service accepts Basic only: the OAuth-signed request is refused.
         assert code == 1, err
         assert "401" in err
@@ -134,10 +173,21 @@ async def test_sync_command_needs_credentials(tmp_path: Path) -> None:
 
 async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "invoicing_async", "fake-server", "--port", "0", "--invoices", "10",
-        "--password", "pw-for-test", "--ca-out", str(tmp_path / "ca.pem"),
-        stdout=asyncio.subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "invoicing_async",
+        "fake-server",
+        "--port",
+        "0",
+        "--invoices",
+        "10",
+        "--password",
+        "pw-for-test",
+        "--ca-out",
+        str(tmp_path / "ca.pem"),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
     assert process.stdout is not None
     lines: list[str] = []
     try:

@@ -22,10 +22,15 @@ ROOT = Path(__file__).parents[2]
 
 async def run(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "invoicing_async", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        sys.executable,
+        "-m",
+        "invoicing_async",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
         env={**os.environ, **env},
-    )  # fmt: skip
+    )
     out, err = await process.communicate()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -72,8 +77,10 @@ async def test_syncs_every_account_at_minimal_cost_then_only_lists(
     assert created == [150, 40, 220]
     assert result["requests"] == (1 + 2) + (1 + 1) + (1 + 3)  # 1 list + ceil(N/100) each
     assert sorted(p.name for p in (tmp_path / "stores").glob("*.sqlite3")) == [
-        "acct-0.sqlite3", "acct-1.sqlite3", "acct-2.sqlite3",
-    ]  # fmt: skip
+        "acct-0.sqlite3",
+        "acct-1.sqlite3",
+        "acct-2.sqlite3",
+    ]
     code, out, err = await run("sync-many", str(path), "--json", env=env)
     assert code == 0, err
     assert json.loads(out)["requests"] == 3  # nothing changed: one sync list per account

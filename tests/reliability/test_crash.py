@@ -19,10 +19,17 @@ KILLS = 50
 
 async def child(service: FakeInvoicingService, ca: Path, db: Path) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.reliability.sync_child", service.base_url, service.username,
-        service.password, str(ca), str(db),
-        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).parents[2],
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "tests.reliability.sync_child",
+        service.base_url,
+        service.username,
+        service.password,
+        str(ca),
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
 
 
 def count(service: FakeInvoicingService, suffix: str, since: int = 0) -> int:

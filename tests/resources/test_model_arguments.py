@@ -27,26 +27,56 @@ Call = Callable[[ia.InvoicingClient, Any], Awaitable[Any]]
 CALLS: list[tuple[str, Call, str, str]] = [
     ("get", lambda c, i: c.invoices.get(i), "GET", "/invoices/42.xml"),
     ("update", lambda c, i: c.invoices.update(i, po_number="PO-1"), "PUT", "/invoices/42.xml"),
-    ("send invoice", lambda c, i: c.invoices.send_invoice(
-        i, email="a@example.com", invoice_email="Hi", send_method="hand"),
-     "PUT", "/invoices/42/send_invoice.xml"),
-    ("send reminder", lambda c, i: c.invoices.send_reminder(
-        i, email="a@example.com", invoice_email="Hi", send_method="email"),
-     "PUT", "/invoices/42/send_reminder.xml"),
-    ("register payment", lambda c, i: c.invoices.register_payment(i, PAYMENT),
-     "POST", "/invoices/42/payments.xml"),
+    (
+        "send invoice",
+        lambda c, i: c.invoices.send_invoice(
+            i, email="a@example.com", invoice_email="Hi", send_method="hand"
+        ),
+        "PUT",
+        "/invoices/42/send_invoice.xml",
+    ),
+    (
+        "send reminder",
+        lambda c, i: c.invoices.send_reminder(
+            i, email="a@example.com", invoice_email="Hi", send_method="email"
+        ),
+        "PUT",
+        "/invoices/42/send_reminder.xml",
+    ),
+    (
+        "register payment",
+        lambda c, i: c.invoices.register_payment(i, PAYMENT),
+        "POST",
+        "/invoices/42/payments.xml",
+    ),
     ("delete", lambda c, i: c.invoices.delete(i), "DELETE", "/invoices/42.xml"),
-    ("sync fetch", lambda c, i: c.invoices.sync_fetch_ids([i, 42]),
-     "POST", "/invoices/sync_fetch_ids.xml"),
-]  # fmt: skip
+    (
+        "sync fetch",
+        lambda c, i: c.invoices.sync_fetch_ids([i, 42]),
+        "POST",
+        "/invoices/sync_fetch_ids.xml",
+    ),
+]
 TEMPLATE_CALLS: list[tuple[str, Call, str, str]] = [
-    ("template get", lambda c, t: c.recurring_templates.get(t), "GET",
-     "/recurring_templates/8.xml"),
-    ("template update", lambda c, t: c.recurring_templates.update(t, frequency=2), "PUT",
-     "/recurring_templates/8.xml"),
-    ("template delete", lambda c, t: c.recurring_templates.delete(t), "DELETE",
-     "/recurring_templates/8.xml"),
-]  # fmt: skip
+    (
+        "template get",
+        lambda c, t: c.recurring_templates.get(t),
+        "GET",
+        "/recurring_templates/8.xml",
+    ),
+    (
+        "template update",
+        lambda c, t: c.recurring_templates.update(t, frequency=2),
+        "PUT",
+        "/recurring_templates/8.xml",
+    ),
+    (
+        "template delete",
+        lambda c, t: c.recurring_templates.delete(t),
+        "DELETE",
+        "/recurring_templates/8.xml",
+    ),
+]
 
 
 def client_of(server: ScriptedServer) -> ia.InvoicingClient:

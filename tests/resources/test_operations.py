@@ -97,95 +97,296 @@ def docs(models: list[Any], cls: type[m.Model]) -> Callable[[str], bytes]:
 
 
 CASES = [
-    Case("list", lambda c: c.invoices.list(), "GET", "/invoices.xml", 200,
-         docs([INVOICE, INVOICE], m.Invoice), None, lambda r: [i.id for i in r] == [42, 42]),
-    Case("list filtered", lambda c: c.invoices.list(filter="this_quarter"), "GET",
-         "/invoices/filter/this_quarter.xml", 200, docs([INVOICE], m.Invoice), None,
-         lambda r: r == [INVOICE]),
-    Case("list saved filter", lambda c: c.invoices.list(filter=12), "GET",
-         "/invoices/filter/12.xml", 200, docs([], m.Invoice), None, lambda r: r == []),
-    Case("advanced filter", lambda c: c.invoices.advanced_filter({"state": "open"}), "POST",
-         "/invoices/filter/advanced.xml", 200, docs([INVOICE], m.Invoice),
-         ("filter", {"state": "open"}), lambda r: r == [INVOICE]),
-    Case("get", lambda c: c.invoices.get(42), "GET", "/invoices/42.xml", 200, doc(INVOICE), None,
-         lambda r: r == INVOICE),
-    Case("get by number", lambda c: c.invoices.get_by_invoice_id("2014/0096 x"), "GET",
-         "/invoices/invoice_id/2014%2F0096%20x.xml", 200, doc(INVOICE), None,
-         lambda r: r == INVOICE),
-    Case("create",
-         lambda c: c.invoices.create(m.Invoice(contact_id=7, state="paid", details=[
-             m.InvoiceDetail(description="Work & more", tax_rate_id=1, price=Decimal("60.50"))])),
-         "POST", "/invoices.xml", 201, doc(INVOICE),
-         ("invoice", {"contact_id": "7", "details_attributes": [
-             {"description": "Work & more", "price": "60.50", "tax_rate_id": "1"}]}),
-         lambda r: r == INVOICE),
-    Case("update",
-         lambda c: c.invoices.update(42, po_number="PO-9", attention=None, details=[
-             m.InvoiceDetail(id=5, destroy=True),
-             m.InvoiceDetail(id=6, price=Decimal("1.10")),
-             m.InvoiceDetail(description="New", tax_rate_id=2)]),
-         "PUT", "/invoices/42.xml", 200, doc(INVOICE),
-         ("invoice", {"po_number": "PO-9", "attention": None, "details_attributes": [
-             {"id": "5", "_destroy": "true"}, {"id": "6", "price": "1.10"},
-             {"description": "New", "tax_rate_id": "2"}]}),
-         lambda r: r == INVOICE),
-    Case("send invoice",
-         lambda c: c.invoices.send_invoice(42, email="a@example.com", invoice_email="Hello", send_method="email"),
-         "PUT", "/invoices/42/send_invoice.xml", 200, doc(INVOICE),
-         ("invoice", {"email": "a@example.com", "invoice_email": "Hello", "send_method": "email"}),
-         lambda r: r == INVOICE),
-    Case("send reminder",
-         lambda c: c.invoices.send_reminder(42, email="a@example.com", invoice_email="Pay", send_method=m.SendMethod.POST),
-         "PUT", "/invoices/42/send_reminder.xml", 200, doc(INVOICE),
-         ("invoice", {"email": "a@example.com", "invoice_email": "Pay", "send_method": "post"}),
-         lambda r: r == INVOICE),
-    Case("register payment",
-         lambda c: c.invoices.register_payment(42, m.InvoicePayment(
-             payment_date=dt.date(2014, 7, 31), payment_method="bank_transfer",
-             price=Decimal("60.50"), send_email=False)),
-         "POST", "/invoices/42/payments.xml", 201, doc(INVOICE),
-         ("payment", {"payment_date": "2014-07-31", "payment_method": "bank_transfer",
-                      "price": "60.50", "send_email": "false"}),
-         lambda r: r == INVOICE),
-    Case("delete", lambda c: c.invoices.delete(42), "DELETE", "/invoices/42.xml", 200,
-         lambda fmt: b"", None, lambda r: r is None),
-    Case("sync list", lambda c: c.invoices.sync_list_ids(), "GET", "/invoices/sync_list_ids.xml", 200,
-         lambda fmt: dump_sync_entries([m.SyncEntry(1, 10), m.SyncEntry(2, 20)], fmt),  # type: ignore[arg-type]
-         None, lambda r: r == [m.SyncEntry(1, 10), m.SyncEntry(2, 20)]),
-    Case("sync fetch", lambda c: c.invoices.sync_fetch_ids([42, 43, 42]), "POST",
-         "/invoices/sync_fetch_ids.xml", 200, docs([INVOICE], m.Invoice),
-         ("invoices", {"ids": {"id": ["42", "43"]}}), lambda r: r == [INVOICE]),
-    Case("templates list", lambda c: c.recurring_templates.list(), "GET",
-         "/recurring_templates.xml", 200, docs([TEMPLATE], m.RecurringTemplate), None,
-         lambda r: r == [TEMPLATE]),
-    Case("template get", lambda c: c.recurring_templates.get(8), "GET",
-         "/recurring_templates/8.xml", 200, doc(TEMPLATE), None, lambda r: r == TEMPLATE),
-    Case("template create",
-         lambda c: c.recurring_templates.create(m.RecurringTemplate(
-             contact_id=7, frequency=1, frequency_type=m.FrequencyType.MONTHLY, start_date=FUTURE,
-             details=[m.RecurringTemplateDetail(description="Hosting", tax_rate_id=1)])),
-         "POST", "/recurring_templates.xml", 201, doc(TEMPLATE),
-         ("recurring_template", {"contact_id": "7", "frequency": "1", "frequency_type": "2",
-                                 "start_date": FUTURE.isoformat(), "details_attributes": [
-                                     {"description": "Hosting", "tax_rate_id": "1"}]}),
-         lambda r: r == TEMPLATE),
-    Case("template update", lambda c: c.recurring_templates.update(8, frequency=3, send_invoice=True),
-         "PUT", "/recurring_templates/8.xml", 200, doc(TEMPLATE),
-         ("recurring_template", {"frequency": "3", "send_invoice": "true"}),
-         lambda r: r == TEMPLATE),
-    Case("template delete", lambda c: c.recurring_templates.delete(8), "DELETE",
-         "/recurring_templates/8.xml", 200, lambda fmt: b"", None, lambda r: r is None),
-    Case("current session", lambda c: c.current_session(), "GET", "/current_session.xml", 200,
-         doc(m.CurrentSession(id=1, email="a@example.com", name="Ann", language="nl",
-                              time_zone="Europe/Amsterdam")), None,
-         lambda r: r.time_zone == "Europe/Amsterdam"),
-]  # fmt: skip
+    Case(
+        "list",
+        lambda c: c.invoices.list(),
+        "GET",
+        "/invoices.xml",
+        200,
+        docs([INVOICE, INVOICE], m.Invoice),
+        None,
+        lambda r: [i.id for i in r] == [42, 42],
+    ),
+    Case(
+        "list filtered",
+        lambda c: c.invoices.list(filter="this_quarter"),
+        "GET",
+        "/invoices/filter/this_quarter.xml",
+        200,
+        docs([INVOICE], m.Invoice),
+        None,
+        lambda r: r == [INVOICE],
+    ),
+    Case(
+        "list saved filter",
+        lambda c: c.invoices.list(filter=12),
+        "GET",
+        "/invoices/filter/12.xml",
+        200,
+        docs([], m.Invoice),
+        None,
+        lambda r: r == [],
+    ),
+    Case(
+        "advanced filter",
+        lambda c: c.invoices.advanced_filter({"state": "open"}),
+        "POST",
+        "/invoices/filter/advanced.xml",
+        200,
+        docs([INVOICE], m.Invoice),
+        ("filter", {"state": "open"}),
+        lambda r: r == [INVOICE],
+    ),
+    Case(
+        "get",
+        lambda c: c.invoices.get(42),
+        "GET",
+        "/invoices/42.xml",
+        200,
+        doc(INVOICE),
+        None,
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "get by number",
+        lambda c: c.invoices.get_by_invoice_id("2014/0096 x"),
+        "GET",
+        "/invoices/invoice_id/2014%2F0096%20x.xml",
+        200,
+        doc(INVOICE),
+        None,
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "create",
+        lambda c: c.invoices.create(
+            m.Invoice(
+                contact_id=7,
+                state="paid",
+                details=[
+                    m.InvoiceDetail(
+                        description="Work & more", tax_rate_id=1, price=Decimal("60.50")
+                    )
+                ],
+            )
+        ),
+        "POST",
+        "/invoices.xml",
+        201,
+        doc(INVOICE),
+        (
+            "invoice",
+            {
+                "contact_id": "7",
+                "details_attributes": [
+                    {"description": "Work & more", "price": "60.50", "tax_rate_id": "1"}
+                ],
+            },
+        ),
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "update",
+        lambda c: c.invoices.update(
+            42,
+            po_number="PO-9",
+            attention=None,
+            details=[
+                m.InvoiceDetail(id=5, destroy=True),
+                m.InvoiceDetail(id=6, price=Decimal("1.10")),
+                m.InvoiceDetail(description="New", tax_rate_id=2),
+            ],
+        ),
+        "PUT",
+        "/invoices/42.xml",
+        200,
+        doc(INVOICE),
+        (
+            "invoice",
+            {
+                "po_number": "PO-9",
+                "attention": None,
+                "details_attributes": [
+                    {"id": "5", "_destroy": "true"},
+                    {"id": "6", "price": "1.10"},
+                    {"description": "New", "tax_rate_id": "2"},
+                ],
+            },
+        ),
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "send invoice",
+        lambda c: c.invoices.send_invoice(
+            42, email="a@example.com", invoice_email="Hello", send_method="email"
+        ),
+        "PUT",
+        "/invoices/42/send_invoice.xml",
+        200,
+        doc(INVOICE),
+        ("invoice", {"email": "a@example.com", "invoice_email": "Hello", "send_method": "email"}),
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "send reminder",
+        lambda c: c.invoices.send_reminder(
+            42, email="a@example.com", invoice_email="Pay", send_method=m.SendMethod.POST
+        ),
+        "PUT",
+        "/invoices/42/send_reminder.xml",
+        200,
+        doc(INVOICE),
+        ("invoice", {"email": "a@example.com", "invoice_email": "Pay", "send_method": "post"}),
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "register payment",
+        lambda c: c.invoices.register_payment(
+            42,
+            m.InvoicePayment(
+                payment_date=dt.date(2014, 7, 31),
+                payment_method="bank_transfer",
+                price=Decimal("60.50"),
+                send_email=False,
+            ),
+        ),
+        "POST",
+        "/invoices/42/payments.xml",
+        201,
+        doc(INVOICE),
+        (
+            "payment",
+            {
+                "payment_date": "2014-07-31",
+                "payment_method": "bank_transfer",
+                "price": "60.50",
+                "send_email": "false",
+            },
+        ),
+        lambda r: r == INVOICE,
+    ),
+    Case(
+        "delete",
+        lambda c: c.invoices.delete(42),
+        "DELETE",
+        "/invoices/42.xml",
+        200,
+        lambda fmt: b"",
+        None,
+        lambda r: r is None,
+    ),
+    Case(
+        "sync list",
+        lambda c: c.invoices.sync_list_ids(),
+        "GET",
+        "/invoices/sync_list_ids.xml",
+        200,
+        lambda fmt: dump_sync_entries([m.SyncEntry(1, 10), m.SyncEntry(2, 20)], fmt),  # type: ignore[arg-type]
+        None,
+        lambda r: r == [m.SyncEntry(1, 10), m.SyncEntry(2, 20)],
+    ),
+    Case(
+        "sync fetch",
+        lambda c: c.invoices.sync_fetch_ids([42, 43, 42]),
+        "POST",
+        "/invoices/sync_fetch_ids.xml",
+        200,
+        docs([INVOICE], m.Invoice),
+        ("invoices", {"ids": {"id": ["42", "43"]}}),
+        lambda r: r == [INVOICE],
+    ),
+    Case(
+        "templates list",
+        lambda c: c.recurring_templates.list(),
+        "GET",
+        "/recurring_templates.xml",
+        200,
+        docs([TEMPLATE], m.RecurringTemplate),
+        None,
+        lambda r: r == [TEMPLATE],
+    ),
+    Case(
+        "template get",
+        lambda c: c.recurring_templates.get(8),
+        "GET",
+        "/recurring_templates/8.xml",
+        200,
+        doc(TEMPLATE),
+        None,
+        lambda r: r == TEMPLATE,
+    ),
+    Case(
+        "template create",
+        lambda c: c.recurring_templates.create(
+            m.RecurringTemplate(
+                contact_id=7,
+                frequency=1,
+                frequency_type=m.FrequencyType.MONTHLY,
+                start_date=FUTURE,
+                details=[m.RecurringTemplateDetail(description="Hosting", tax_rate_id=1)],
+            )
+        ),
+        "POST",
+        "/recurring_templates.xml",
+        201,
+        doc(TEMPLATE),
+        (
+            "recurring_template",
+            {
+                "contact_id": "7",
+                "frequency": "1",
+                "frequency_type": "2",
+                "start_date": FUTURE.isoformat(),
+                "details_attributes": [{"description": "Hosting", "tax_rate_id": "1"}],
+            },
+        ),
+        lambda r: r == TEMPLATE,
+    ),
+    Case(
+        "template update",
+        lambda c: c.recurring_templates.update(8, frequency=3, send_invoice=True),
+        "PUT",
+        "/recurring_templates/8.xml",
+        200,
+        doc(TEMPLATE),
+        ("recurring_template", {"frequency": "3", "send_invoice": "true"}),
+        lambda r: r == TEMPLATE,
+    ),
+    Case(
+        "template delete",
+        lambda c: c.recurring_templates.delete(8),
+        "DELETE",
+        "/recurring_templates/8.xml",
+        200,
+        lambda fmt: b"",
+        None,
+        lambda r: r is None,
+    ),
+    Case(
+        "current session",
+        lambda c: c.current_session(),
+        "GET",
+        "/current_session.xml",
+        200,
+        doc(
+            m.CurrentSession(
+                id=1, email="a@example.com", name="Ann", language="nl", time_zone="Europe/Amsterdam"
+            )
+        ),
+        None,
+        lambda r: r.time_zone == "Europe/Amsterdam",
+    ),
+]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 async def test_operation(api: MemoryAPI, fmt: str, case: Case) -> None:
-    api.reply(case.method, API + case.path.replace("%2F", "/").replace("%20", " "),
-                   case.reply_status, case.reply(fmt))  # fmt: skip
+    api.reply(
+        case.method,
+        API + case.path.replace("%2F", "/").replace("%20", " "),
+        case.reply_status,
+        case.reply(fmt),
+    )
     async with memory_client(api, fmt) as client:
         result = await case.call(client)
     assert case.check(result), result
@@ -247,31 +448,85 @@ async def test_create_without_body_follows_location(api: MemoryAPI) -> None:
 
 VALIDATION_CASES = [
     ("no lines", lambda c: c.invoices.create(m.Invoice(contact_id=7)), "details"),
-    ("no contact", lambda c: c.invoices.create(m.Invoice(details=[
-        m.InvoiceDetail(description="W", tax_rate_id=1)])), "contact_id"),
-    ("line without description", lambda c: c.invoices.create(m.Invoice(contact_id=1, details=[
-        m.InvoiceDetail(tax_rate_id=1)])), "details.description"),
-    ("line without tax rate", lambda c: c.invoices.update(1, details=[
-        m.InvoiceDetail(description="W")]), "details.tax_rate_id"),
-    ("destroy without id", lambda c: c.invoices.update(1, details=[
-        m.InvoiceDetail(destroy=True)]), "details._destroy"),
-    ("bad send method", lambda c: c.invoices.send_invoice(
-        1, email="a@example.com", invoice_email="x", send_method="pigeon"), "send_method"),
-    ("blank email", lambda c: c.invoices.send_reminder(
-        1, email="", invoice_email="x", send_method="email"), "email"),
-    ("bad payment method", lambda c: c.invoices.register_payment(1, m.InvoicePayment(
-        payment_method="barter", price=Decimal(1))), "payment_method"),
-    ("template minimum", lambda c: c.recurring_templates.create(m.RecurringTemplate(
-        contact_id=1)), "frequency"),
-    ("template frequency type", lambda c: c.recurring_templates.create(m.RecurringTemplate(
-        contact_id=1, frequency=1, frequency_type=9, details=[
-            m.RecurringTemplateDetail(description="x", tax_rate_id=1)])), "frequency_type"),
-    ("template start date past", lambda c: c.recurring_templates.create(m.RecurringTemplate(
-        contact_id=1, frequency=1, frequency_type=1, start_date=dt.date.today(), details=[
-            m.RecurringTemplateDetail(description="x", tax_rate_id=1)])), "start_date"),
-    ("template update start", lambda c: c.recurring_templates.update(
-        1, start_date=dt.date(2000, 1, 1)), "start_date"),
-]  # fmt: skip
+    (
+        "no contact",
+        lambda c: c.invoices.create(
+            m.Invoice(details=[m.InvoiceDetail(description="W", tax_rate_id=1)])
+        ),
+        "contact_id",
+    ),
+    (
+        "line without description",
+        lambda c: c.invoices.create(
+            m.Invoice(contact_id=1, details=[m.InvoiceDetail(tax_rate_id=1)])
+        ),
+        "details.description",
+    ),
+    (
+        "line without tax rate",
+        lambda c: c.invoices.update(1, details=[m.InvoiceDetail(description="W")]),
+        "details.tax_rate_id",
+    ),
+    (
+        "destroy without id",
+        lambda c: c.invoices.update(1, details=[m.InvoiceDetail(destroy=True)]),
+        "details._destroy",
+    ),
+    (
+        "bad send method",
+        lambda c: c.invoices.send_invoice(
+            1, email="a@example.com", invoice_email="x", send_method="pigeon"
+        ),
+        "send_method",
+    ),
+    (
+        "blank email",
+        lambda c: c.invoices.send_reminder(1, email="", invoice_email="x", send_method="email"),
+        "email",
+    ),
+    (
+        "bad payment method",
+        lambda c: c.invoices.register_payment(
+            1, m.InvoicePayment(payment_method="barter", price=Decimal(1))
+        ),
+        "payment_method",
+    ),
+    (
+        "template minimum",
+        lambda c: c.recurring_templates.create(m.RecurringTemplate(contact_id=1)),
+        "frequency",
+    ),
+    (
+        "template frequency type",
+        lambda c: c.recurring_templates.create(
+            m.RecurringTemplate(
+                contact_id=1,
+                frequency=1,
+                frequency_type=9,
+                details=[m.RecurringTemplateDetail(description="x", tax_rate_id=1)],
+            )
+        ),
+        "frequency_type",
+    ),
+    (
+        "template start date past",
+        lambda c: c.recurring_templates.create(
+            m.RecurringTemplate(
+                contact_id=1,
+                frequency=1,
+                frequency_type=1,
+                start_date=dt.date.today(),
+                details=[m.RecurringTemplateDetail(description="x", tax_rate_id=1)],
+            )
+        ),
+        "start_date",
+    ),
+    (
+        "template update start",
+        lambda c: c.recurring_templates.update(1, start_date=dt.date(2000, 1, 1)),
+        "start_date",
+    ),
+]
 
 
 @pytest.mark.parametrize(

@@ -92,8 +92,10 @@ async def test_waiting_for_budget_covers_the_sync_list_too() -> None:
 async def test_failed_batches_are_given_back_and_retried() -> None:
     account = MemoryAccount(300)
     account.tick(60)
-    account.fail_fetches = [ia.APIConnectionError("reset"), ia.ServerError(
-        "boom", status=500, method="POST", url="/x")]  # fmt: skip
+    account.fail_fetches = [
+        ia.APIConnectionError("reset"),
+        ia.ServerError("boom", status=500, method="POST", url="/x"),
+    ]
     store = MemoryStore()
     report = await SyncEngine(account, store, concurrency=1).run()
     assert report.pending == []

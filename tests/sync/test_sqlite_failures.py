@@ -118,9 +118,13 @@ DISK_FULL_CHILD = textwrap.dedent(
 async def test_a_full_disk_is_named_and_leaves_whole_batches(tmp_path: Path) -> None:
     db = tmp_path / "full.db"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", DISK_FULL_CHILD, str(db),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        DISK_FULL_CHILD,
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
     assert b"never retrieved" not in err

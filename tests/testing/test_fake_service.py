@@ -36,10 +36,20 @@ async def http(service: FakeInvoicingService) -> AsyncIterator[aiohttp.ClientSes
 
 
 async def create(http: aiohttp.ClientSession) -> dict[str, object]:
-    async with http.post("/api/v1.0/invoices.xml", data=json.dumps({"invoice": {
-        "contact_id": 7, "details_attributes": [
-            {"description": "Work", "price": "50.00", "tax_rate_id": 1, "amount": "1 x"}]}}),
-            headers=JSON) as resp:  # fmt: skip
+    async with http.post(
+        "/api/v1.0/invoices.xml",
+        data=json.dumps(
+            {
+                "invoice": {
+                    "contact_id": 7,
+                    "details_attributes": [
+                        {"description": "Work", "price": "50.00", "tax_rate_id": 1, "amount": "1 x"}
+                    ],
+                }
+            }
+        ),
+        headers=JSON,
+    ) as resp:
         assert resp.status == 201
         return dict((await resp.json())["invoice"])
 
@@ -108,8 +118,15 @@ async def test_invoice_rules_give_422_with_an_errors_document(
 
 async def test_template_rules(http: aiohttp.ClientSession, service: FakeInvoicingService) -> None:
     past = (service.clock.today() - dt.timedelta(days=1)).isoformat()
-    body = {"recurring_template": {"contact_id": 1, "frequency": 1, "frequency_type": 7,
-            "start_date": past, "details_attributes": []}}  # fmt: skip
+    body = {
+        "recurring_template": {
+            "contact_id": 1,
+            "frequency": 1,
+            "frequency_type": 7,
+            "start_date": past,
+            "details_attributes": [],
+        }
+    }
     async with http.post(
         "/api/v1.0/recurring_templates.xml", data=json.dumps(body), headers=JSON
     ) as resp:
@@ -351,9 +368,16 @@ def test_templates_generate_invoices_on_schedule() -> None:
 
     service = FakeInvoicingService()
     template = service.account.create_template(
-        m.RecurringTemplate(contact_id=1, frequency=1, frequency_type=2, occurences=2, details=[
-            m.RecurringTemplateDetail(description="Hosting", tax_rate_id=1, price=Decimal("10"))])
-    )  # fmt: skip
+        m.RecurringTemplate(
+            contact_id=1,
+            frequency=1,
+            frequency_type=2,
+            occurences=2,
+            details=[
+                m.RecurringTemplateDetail(description="Hosting", tax_rate_id=1, price=Decimal("10"))
+            ],
+        )
+    )
     service.clock.advance(days=70)  # tomorrow, then monthly: two runs, then the limit
     made = service.account.run_templates()
     assert len(made) == 2

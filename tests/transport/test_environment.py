@@ -16,8 +16,11 @@ OAUTH = {
 
 
 def test_basic_credentials_and_defaults() -> None:
-    env = {"INVOICING_BASE_URL": "https://acme.example.com", "INVOICING_USERNAME": "api",
-           "INVOICING_PASSWORD": "pw"}  # fmt: skip
+    env = {
+        "INVOICING_BASE_URL": "https://acme.example.com",
+        "INVOICING_USERNAME": "api",
+        "INVOICING_PASSWORD": "pw",
+    }
     settings = settings_from_env(env)
     assert settings.base_url == "https://acme.example.com"
     assert settings.auth == ia.BasicAuth("api", "pw")
@@ -38,12 +41,21 @@ def test_oauth_credentials_and_json() -> None:
         ({"INVOICING_BASE_URL": "https://a", "INVOICING_FORMAT": "yaml"}, "FORMAT must be"),
         ({"INVOICING_BASE_URL": "https://a"}, "no credentials"),
         ({"INVOICING_BASE_URL": "https://a", "INVOICING_USERNAME": "u"}, "PASSWORD is not"),
-        ({"INVOICING_BASE_URL": "https://a", "INVOICING_CONSUMER_KEY": "ck"},
-         "INVOICING_CONSUMER_SECRET, INVOICING_TOKEN, INVOICING_TOKEN_SECRET"),
-        ({"INVOICING_BASE_URL": "https://a", "INVOICING_USERNAME": "u",
-          "INVOICING_PASSWORD": "p", **OAUTH}, "both Basic"),
+        (
+            {"INVOICING_BASE_URL": "https://a", "INVOICING_CONSUMER_KEY": "ck"},
+            "INVOICING_CONSUMER_SECRET, INVOICING_TOKEN, INVOICING_TOKEN_SECRET",
+        ),
+        (
+            {
+                "INVOICING_BASE_URL": "https://a",
+                "INVOICING_USERNAME": "u",
+                "INVOICING_PASSWORD": "p",
+                **OAUTH,
+            },
+            "both Basic",
+        ),
     ],
-)  # fmt: skip
+)
 def test_missing_or_conflicting_settings_are_named(env: dict[str, str], message: str) -> None:
     with pytest.raises(ia.ConfigurationError, match=message) as info:
         settings_from_env(env)

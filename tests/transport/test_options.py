@@ -85,8 +85,12 @@ async def test_a_connection_failure_from_the_sender_is_retried_for_get() -> None
 
 
 async def test_from_env_reads_the_documented_variables() -> None:
-    env = {"INVOICING_BASE_URL": "https://acme.example.com", "INVOICING_FORMAT": "json",
-           "INVOICING_USERNAME": "api-user", "INVOICING_PASSWORD": "pw"}  # fmt: skip
+    env = {
+        "INVOICING_BASE_URL": "https://acme.example.com",
+        "INVOICING_FORMAT": "json",
+        "INVOICING_USERNAME": "api-user",
+        "INVOICING_PASSWORD": "pw",
+    }
     sender = MockSender(lambda _r: mock_response(200, b'{"user": {"email": "a@b.c"}}'))
     async with ia.InvoicingClient.from_env(env, sender=sender) as client:
         assert client.format == "json"

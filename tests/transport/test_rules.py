@@ -22,19 +22,30 @@ TIMEOUT = aiohttp.ClientTimeout(total=3, connect=1)
 
 @pytest.mark.parametrize(
     ("host", "loopback"),
-    [("127.0.0.1", True), ("127.9.9.9", True), ("::1", True), ("[::1]", True),
-     ("localhost", True), ("api.localhost", True), ("10.0.0.1", False),
-     ("acme.example.com", False), ("localhost.example.com", False)],
-)  # fmt: skip
+    [
+        ("127.0.0.1", True),
+        ("127.9.9.9", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("api.localhost", True),
+        ("10.0.0.1", False),
+        ("acme.example.com", False),
+        ("localhost.example.com", False),
+    ],
+)
 def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://user:PW-secret@acme.example.com", "https://user:PW-secret@acme.example.com",
-     "https://:PW-secret@acme.example.com/x"],
-)  # fmt: skip
+    [
+        "ftp://user:PW-secret@acme.example.com",
+        "https://user:PW-secret@acme.example.com",
+        "https://:PW-secret@acme.example.com/x",
+    ],
+)
 def test_bad_base_urls_never_repeat_the_password(url: str) -> None:
     with pytest.raises(ValueError, match=r"acme\.example\.com") as info:
         validate_base_url(url)
@@ -60,9 +71,13 @@ def hop(method: str, url: URL, status: int, location: str | None) -> object:
 def test_the_services_upgrade_to_https_is_followed_with_the_same_method() -> None:
     http = URL("http://acme.example.com:8080/api/v1.0/invoices.xml")
     redirect = next_hop(
-        "POST", http, 302, "https://acme.example.com:8443/api/v1.0/invoices.xml", b"<x/>",
+        "POST",
+        http,
+        302,
+        "https://acme.example.com:8443/api/v1.0/invoices.xml",
+        b"<x/>",
         seen=frozenset({str(http)}),
-    )  # fmt: skip
+    )
     assert redirect is not None
     assert (redirect.method, redirect.body, redirect.upgraded) == ("POST", b"<x/>", True)
 
@@ -90,8 +105,9 @@ def test_too_many_redirects() -> None:
 
 
 def test_303_after_post_gets_the_result_instead_of_posting_again() -> None:
-    redirect = next_hop("POST", HTTPS, 303, "/api/v1.0/invoices/42.xml", b"<invoice/>",
-                        seen=frozenset({str(HTTPS)}))  # fmt: skip
+    redirect = next_hop(
+        "POST", HTTPS, 303, "/api/v1.0/invoices/42.xml", b"<invoice/>", seen=frozenset({str(HTTPS)})
+    )
     assert redirect is not None
     assert (redirect.method, redirect.body) == ("GET", None)
 
@@ -103,10 +119,11 @@ def test_not_a_redirect() -> None:
 
 def _response_error() -> aiohttp.ClientResponseError:
     info = aiohttp.RequestInfo(
-        URL("https://acme.example.com/x"), "GET",
+        URL("https://acme.example.com/x"),
+        "GET",
         CIMultiDictProxy(CIMultiDict({"Authorization": "Basic YXBpOnMzY3JldA=="})),
         URL("https://acme.example.com/x"),
-    )  # fmt: skip
+    )
     return aiohttp.ClientResponseError(info, (), status=400, message="bad status line")
 
 
@@ -136,9 +153,15 @@ def test_a_timeout_says_which_limits_applied() -> None:
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [("12", 12.0), ("0.5", 0.5), ("-3", 0.0), ("nan", None), ("soon", None),
-     ("Wed, 21 Oct 2015 07:28:00 GMT", None)],
-)  # fmt: skip
+    [
+        ("12", 12.0),
+        ("0.5", 0.5),
+        ("-3", 0.0),
+        ("nan", None),
+        ("soon", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+    ],
+)
 def test_retry_after(value: str, seconds: float | None) -> None:
     assert retry_after_seconds({"retry-after": value}) == seconds
     assert retry_after_seconds({}) is None
