@@ -46,9 +46,14 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
             ssl=service.ssl_context,
         ) as client:
             me = await client.current_session()
-            assert isinstance(me, m.CurrentSession)
-            assert len(await client.invoices.list()) == 150
-            assert isinstance(await client.invoices.list(filter="open"), list)
+            assert type(me) is m.CurrentSession
+            assert me == service.account.session()
+            everything = await client.invoices.list()
+            assert len(everything) == 150
+            open_ = await client.invoices.list(filter="open")
+            assert open_
+            assert {i.state for i in open_} <= {"open", "late"}  # sent and not paid
+            assert len(open_) < len(everything)
             inv = await client.invoices.create(
                 m.Invoice(
                     contact_id=7, details=[m.InvoiceDetail(description="Work", tax_rate_id=1)]
@@ -85,7 +90,10 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
             assert paid.payments[-1].payment_method == "bank_transfer"
             assert paid.id is not None
             entries = await client.invoices.sync_list_ids()
-            assert all(isinstance(e, m.SyncEntry) for e in entries)
+            assert {(e.id, e.revision) for e in entries} == {
+                (i.id, i.revision) for i in service.account.invoices.values()
+            }
+            assert all(type(e) is m.SyncEntry for e in entries)
             batch = await client.invoices.sync_fetch_ids([e.id for e in entries])
             assert len(batch) == 151
             assert await client.recurring_templates.list() == []
