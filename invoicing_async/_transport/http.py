@@ -182,6 +182,10 @@ class HTTPTransport:
                     policy, method, url, attempt, after, f"status {response.status}"
                 )
                 continue
+            if method == "DELETE" and attempt > 1 and response.status == 404:
+                # An earlier attempt deleted it and its answer was lost: done.
+                logger.info("DELETE %s: retry found it gone; taking the delete as done", url.path)
+                return response
             error = error_for(
                 response.status,
                 response.headers,

@@ -1,8 +1,10 @@
 """When and how long to wait before trying a failed request again.
 
-Idempotent methods (GET, PUT, DELETE) are retried after connection errors, timeouts and
-500/502/503/504. POST is retried only when the connection could not be opened at all,
-so a POST that may have reached the service is never sent twice.
+Only what is safe to repeat is repeated. GET (no effect) and DELETE (a repeat finds the
+invoice gone: a 404 on a retried DELETE counts as done) are retried after connection
+errors, timeouts and 500/502/503/504. PUT and POST are retried only when the connection
+could not be opened at all: a PUT that adds a line, sends an invoice or a reminder,
+answered after our timeout, would otherwise act twice.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from collections.abc import Callable
 
 import attrs
 
-__all__ = ["IDEMPOTENT_METHODS", "RETRY_STATUSES", "RetryPolicy"]
+__all__ = ["REPEATABLE_METHODS", "RETRY_STATUSES", "RetryPolicy"]
 
-IDEMPOTENT_METHODS = frozenset({"GET", "PUT", "DELETE", "HEAD", "OPTIONS"})
+# Methods whose repetition has the effect of doing them once.
+REPEATABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
@@ -39,11 +42,11 @@ class RetryPolicy:
         return cls(attempts=1)
 
     def retries_status(self, method: str, status: int) -> bool:
-        return method in IDEMPOTENT_METHODS and status in RETRY_STATUSES
+        return method in REPEATABLE_METHODS and status in RETRY_STATUSES
 
     def retries_error(self, method: str, *, connected: bool) -> bool:
         """After a transport error: `connected` is False when no connection was opened."""
-        return method in IDEMPOTENT_METHODS or not connected
+        return method in REPEATABLE_METHODS or not connected
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to sleep before retry number `retry` (1-based)."""

@@ -12,6 +12,7 @@ from aiohttp import web
 from oauthlib.oauth1 import RequestValidator, SignatureOnlyEndpoint
 
 import invoicing_async as ia
+from invoicing_async import models as m
 from invoicing_async.testing import FakeInvoicingService
 from tests.scripted import ScriptedServer, scripted_client
 
@@ -52,17 +53,47 @@ async def test_post_is_never_retried_after_reaching_the_server(
     assert len(scripted.seen) == 1
 
 
-async def test_put_and_delete_are_retried(scripted: ScriptedServer) -> None:
+async def test_delete_is_retried_and_a_404_on_the_retry_means_done(
+    scripted: ScriptedServer,
+) -> None:
     scripted.reply("DELETE", "/api/v1.0/invoices/4.xml", 502)
     scripted.reply("DELETE", "/api/v1.0/invoices/4.xml", 200)
-    scripted.reply("PUT", "/api/v1.0/invoices/4.xml", 504)
-    scripted.reply(
-        "PUT", "/api/v1.0/invoices/4.xml", 200, b"<invoice><id type='integer'>4</id></invoice>"
-    )
+    scripted.reply("DELETE", "/api/v1.0/invoices/5.xml", 503)  # it went through anyway
+    scripted.reply("DELETE", "/api/v1.0/invoices/5.xml", 404)
+    scripted.reply("DELETE", "/api/v1.0/invoices/6.xml", 404)  # first try: really unknown
     async with scripted_client(scripted) as client:
         await client.invoices.delete(4)
-        assert (await client.invoices.update(4, po_number="x")).id == 4
-    assert [s.method for s in scripted.seen] == ["DELETE", "DELETE", "PUT", "PUT"]
+        await client.invoices.delete(5)
+        with pytest.raises(ia.NotFoundError):
+            await client.invoices.delete(6)
+    assert [s.path[-6:] for s in scripted.seen] == ["/4.xml"] * 2 + ["/5.xml"] * 2 + ["/6.xml"]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+async def test_a_put_answered_with_an_error_is_not_repeated(
+    scripted: ScriptedServer, status: int
+) -> None:
+    scripted.reply("PUT", "/api/v1.0/invoices/4/send_reminder.xml", status)
+    async with scripted_client(scripted) as client:
+        with pytest.raises(ia.ServerError):
+            await client.invoices.send_reminder(
+                4, email="a@example.com", invoice_email="Pay", send_method="email"
+            )
+    assert len(scripted.seen) == 1  # one reminder, not two emails to the customer
+
+
+async def test_a_put_that_times_out_is_not_repeated(scripted: ScriptedServer) -> None:
+    async def slow(_request: object, _body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        await asyncio.sleep(0.5)  # the service applies the change, then answers too late
+        return 200, b"<invoice><id type='integer'>4</id></invoice>", {}
+
+    scripted.script("PUT", "/api/v1.0/invoices/4.xml", slow, times=3)
+    async with scripted_client(scripted, timeout=0.2) as client:
+        with pytest.raises(ia.APITimeoutError):
+            await client.invoices.update(
+                4, details=[m.InvoiceDetail(description="x", tax_rate_id=1)]
+            )
+    assert len(scripted.seen) == 1  # one new line, not two
 
 
 def _closed_port() -> int:
