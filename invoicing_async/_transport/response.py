@@ -105,8 +105,9 @@ def is_budget_refusal(status: int, headers: Headers, body: bytes) -> bool:
     """A 403 that means "hourly budget spent", told apart from other refusals."""
     if status != 403:
         return False
-    if rate_headers(headers).remaining == 0:
-        return True
+    remaining = rate_headers(headers).remaining
+    if remaining is not None:
+        return remaining <= 0  # the header decides when the server sent it
     return bool(_RATE_BODY.search(body[:2000]))
 
 

@@ -101,3 +101,19 @@ async def test_from_env_reads_the_documented_variables() -> None:
     assert request.headers["Accept"] == "application/json"
     with pytest.raises(ia.ConfigurationError, match="INVOICING_BASE_URL"):
         ia.InvoicingClient.from_env({})
+
+
+async def test_a_permission_403_does_not_stop_the_next_call() -> None:
+    replies = iter(
+        [
+            mock_response(403, b"Limit of your plan reached", {"X-RateLimit-Remaining": "200"}),
+            mock_response(200, SESSION, {"X-RateLimit-Remaining": "199"}),
+        ]
+    )
+    sender = MockSender(lambda _request: next(replies))
+    async with make_client(sender, max_wait=0) as client:
+        with pytest.raises(ia.ForbiddenError):
+            await client.current_session()
+        me = await client.current_session()  # not refused locally for an hour
+    assert me.email == "api-user@example.com"
+    assert client.budget_snapshot().server_remaining == 199

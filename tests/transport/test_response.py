@@ -69,6 +69,18 @@ def test_other_403_is_forbidden_not_budget() -> None:
     assert not is_budget_refusal(403, CIMultiDict({"X-RateLimit-Remaining": "3"}), b"")
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"Rate limit exceeded", b"You have reached the limit of your plan", b"Too many requests"],
+)
+def test_a_403_with_budget_left_is_a_permission_refusal_whatever_the_body(body: bytes) -> None:
+    """The header decides when present: 200 left is no spent budget, even if the body
+    mentions a limit (and the client must not then stop sending for an hour)."""
+    error = err(403, body, **{"X-RateLimit-Remaining": "200"})
+    assert type(error) is ia.ForbiddenError
+    assert not is_budget_refusal(403, CIMultiDict({"X-RateLimit-Remaining": "200"}), body)
+
+
 def test_422_carries_field_errors() -> None:
     body = b"<errors><error><attribute>details</attribute><message>should contain at least one line</message></error></errors>"
     error = err(422, body)
