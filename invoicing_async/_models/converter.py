@@ -18,6 +18,9 @@ import cattrs
 from invoicing_async._models.base import Model
 from invoicing_async._models.payloads import field_specs, snake_name, wire_key
 from invoicing_async._wire.scalars import (
+    INT64_MAX,
+    INT64_MIN,
+    check_int_range,
     parse_bool,
     parse_date,
     parse_datetime,
@@ -53,11 +56,11 @@ def _decimal(value: Any, _: Any) -> Decimal | None:
 def _int(value: Any, _: Any) -> int | None:
     cls = value.__class__
     if cls is int:
-        return typing.cast(int, value)
+        return check_int_range(typing.cast(int, value))
     if cls is str:
         return parse_int(value) if value.strip() else None
     if cls is Decimal and value == value.to_integral_value():
-        return int(value)
+        return check_int_range(int(value))
     raise DecodeError(f"expected an integer, got {_kind(value)}")
 
 
@@ -155,7 +158,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                 extra[snake_name(key)] = value
                 continue
             name, hook, tp, is_list = entry
-            if value.__class__ is tp:
+            if value.__class__ is tp and (tp is not int or INT64_MIN <= value <= INT64_MAX):
                 kwargs[name] = value  # typed by the XML codec already: nothing to convert
                 continue
             if value is None:

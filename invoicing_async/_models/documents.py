@@ -23,6 +23,7 @@ from invoicing_async._models.payloads import (
 )
 from invoicing_async._models.session import SyncEntry, SyncRevisions
 from invoicing_async._wire.json import decode_json
+from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
 
@@ -183,10 +184,13 @@ def _sync_member(member: Any) -> tuple[int, int]:
 
 
 def _as_int(value: Any, name: str) -> int:
-    if type(value) is int:
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40:
-        return int(value)
+    try:
+        if type(value) is int:
+            return check_int_range(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40:
+            return check_int_range(int(value))
+    except DecodeError as exc:
+        raise DecodeError(f"sync list {name}: {exc}") from None
     raise DecodeError(f"sync list {name} is not an integer: {str(value)[:40]!r}")
 
 

@@ -12,6 +12,7 @@ _FALSE = frozenset({"false", "0", "f", "no", ""})
 # Larger numbers than this are no real money or id and would let a hostile body make
 # int() or Decimal arithmetic spend unbounded CPU.
 MAX_NUMBER_CHARS = 200
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def parse_decimal(text: str) -> Decimal:
@@ -27,12 +28,20 @@ def parse_decimal(text: str) -> Decimal:
     return value
 
 
+def check_int_range(value: int) -> int:
+    """Ids, revisions and counts are signed 64-bit numbers (SQLite's and PostgreSQL's
+    `bigint`); anything larger is no value the service sends, and would overflow later."""
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise DecodeError(f"integer out of the 64-bit range: {str(value)[:40]}…")
+    return value
+
+
 def parse_int(text: str) -> int:
     # int() and Decimal() skip surrounding white space themselves.
     if len(text) > MAX_NUMBER_CHARS:
         raise DecodeError(f"integer too long ({len(text)} characters)")
     try:
-        return int(text)
+        return check_int_range(int(text))
     except ValueError:
         raise DecodeError(f"not an integer: {text[:40]!r}") from None
 
