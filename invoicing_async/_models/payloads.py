@@ -22,8 +22,9 @@ from invoicing_async._models.invoice import Invoice, InvoiceDetail, InvoicePayme
 from invoicing_async._models.recurring import RecurringTemplate, RecurringTemplateDetail
 from invoicing_async._models.session import CurrentSession, SyncEntry
 from invoicing_async._wire.json import encode_json
+from invoicing_async._wire.outgoing import problems
 from invoicing_async._wire.xml import PlainList, encode_xml
-from invoicing_async.errors import FieldError
+from invoicing_async.errors import FieldError, ValidationError
 
 __all__ = [
     "ROOTS",
@@ -243,6 +244,17 @@ def _wrapped(root: str, data: Mapping[str, Any] | list[Any], fmt: Format) -> byt
     return encode_json(root, data)
 
 
+def _request(root: str, data: Mapping[str, Any], fmt: Format) -> bytes:
+    """A request body, refused (`ValidationError`, nothing sent) if a value cannot go."""
+    found = [
+        FieldError(attribute=path, message=message)
+        for path, message in problems(data, xml=fmt == "xml")
+    ]
+    if found:
+        raise ValidationError(found)
+    return _wrapped(root, data, fmt)
+
+
 def _bare_json_list(items: list[Any]) -> bytes:
     """A JSON list document: no root around the list, each member wrapped in its own."""
     return encode_json(None, items)
@@ -250,23 +262,26 @@ def _bare_json_list(items: list[Any]) -> bytes:
 
 def dump_model(model: Model, fmt: Format, *, mode: Mode = "request") -> bytes:
     """A create or payment body (or, with `mode="document"`, the service's document)."""
-    return _wrapped(ROOTS[type(model)][0], to_wire(model, fmt=fmt, mode=mode), fmt)
+    data = to_wire(model, fmt=fmt, mode=mode)
+    if mode == "request":
+        return _request(ROOTS[type(model)][0], data, fmt)
+    return _wrapped(ROOTS[type(model)][0], data, fmt)
 
 
 def dump_changes(cls: type[Model], changes: Mapping[str, Any], fmt: Format) -> bytes:
     """An update body naming only `changes` (attribute names), in `cls`'s root."""
-    return _wrapped(ROOTS[cls][0], changes_to_wire(cls, changes, fmt=fmt), fmt)
+    return _request(ROOTS[cls][0], changes_to_wire(cls, changes, fmt=fmt), fmt)
 
 
 def dump_send(email: str, invoice_email: str, send_method: str, fmt: Format) -> bytes:
     """The send_invoice / send_reminder body: `<invoice><email/><invoice-email/>…`."""
     data = {"email": email, "invoice_email": invoice_email, "send_method": str(send_method)}
-    return _wrapped("invoice", {wire_key(k, fmt): v for k, v in data.items()}, fmt)
+    return _request("invoice", {wire_key(k, fmt): v for k, v in data.items()}, fmt)
 
 
 def dump_filter(parameters: Mapping[str, Any], fmt: Format, *, root: str = "filter") -> bytes:
     """Advanced filter parameters, sent as given (the specification does not list them)."""
-    return _wrapped(root, dict(parameters), fmt)
+    return _request(root, dict(parameters), fmt)
 
 
 def dump_sync_fetch_ids(ids: Sequence[int], fmt: Format) -> bytes:

@@ -179,7 +179,8 @@ def encode_xml(
     text: str = xmltodict.unparse(
         tree, encoding="utf-8", short_empty_elements=True, pretty=pretty, full_document=True
     )
-    return text.encode("utf-8")
+    # A parser turns a literal "\r\n" into "\n"; as a character reference it survives.
+    return text.replace("\r", "&#13;").encode("utf-8")
 
 
 def _array_node(name: str, items: list[Any]) -> dict[str, Any]:
