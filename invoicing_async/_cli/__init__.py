@@ -90,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="serve N accounts (the first is --username, then account-2 … account-N), "
-        "each with its own budget and a copy of the same invoices, the same password",
+        "each with its own budget and its own copy of the same invoices, the same password",
     )
     return parser
 
@@ -237,7 +237,7 @@ def _report_line(report: Any) -> str:
 
 
 async def _fake_server(args: argparse.Namespace) -> int:
-    from invoicing_async.testing import FakeInvoicingService
+    from invoicing_async.testing import FakeInvoicingService, populate
 
     service = FakeInvoicingService(
         host=args.host,
@@ -252,7 +252,9 @@ async def _fake_server(args: argparse.Namespace) -> int:
     service.account.faults.latency = args.latency
     for n in range(2, args.accounts + 1):
         extra = service.add_account(f"account-{n}", password=service.password)
-        extra.invoices = dict(service.account.invoices)  # the same objects: light on memory
+        # Its own invoices (the same values, other objects): a change in one account
+        # must never show in another.
+        populate(extra, args.invoices, seed=args.seed)
         extra.faults.latency = args.latency
     async with service:
         ca_path = args.ca_out

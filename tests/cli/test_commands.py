@@ -6,11 +6,14 @@ import asyncio
 import json
 import os
 import sqlite3
+import ssl
 import sys
 from pathlib import Path
 
 import pytest
 
+import invoicing_async as ia
+from invoicing_async import models as m
 from invoicing_async._cli import main
 from invoicing_async.testing import FakeInvoicingService
 
@@ -207,3 +210,60 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert info.value.code == 0
     assert "invoicing-async 0.1.0" in capsys.readouterr().out
+
+
+async def test_fake_server_accounts_are_isolated(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "invoicing_async",
+        "fake-server",
+        "--port",
+        "0",
+        "--invoices",
+        "20",
+        "--accounts",
+        "3",
+        "--password",
+        "pw-for-test",
+        "--ca-out",
+        str(tmp_path / "ca.pem"),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        while not lines or "Ctrl-C" not in lines[-1]:
+            lines.append((await asyncio.wait_for(process.stdout.readline(), 30)).decode())
+        url = next(line.split()[-1] for line in lines if "base URL:" in line)
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+
+        def client(user: str) -> ia.InvoicingClient:
+            return ia.InvoicingClient(
+                url,
+                auth=ia.BasicAuth(user, "pw-for-test"),
+                ssl=context,
+                budget=ia.RateBudget(limit=1000),
+            )
+
+        async with client("account-2") as two, client("account-3") as three:
+            target = next(i for i in await two.invoices.list() if i.state in ("open", "late"))
+            before = await three.invoices.get(target)
+            paid = await two.invoices.register_payment(
+                target,
+                m.InvoicePayment(
+                    payment_date=before.invoice_date,
+                    payment_method="cash",
+                    price=target.total_unpaid,
+                    send_email=False,
+                ),
+            )
+            await two.invoices.update(target, po_number="only in account-2")
+            after = await three.invoices.get(target)
+        assert paid.state == "paid"
+        assert after == before  # account-3's invoice of the same id is untouched
+        assert after.po_number != "only in account-2"
+    finally:
+        process.terminate()
+        await process.wait()
