@@ -137,7 +137,15 @@ class RateBudget:
             # leaves it. With none of ours in it, someone else spent it: a whole period.
             oldest = self._sent_times[0] if self._sent_times else now
             self._server_blocked_until = oldest + self.period
-        return max(0.0, self._server_blocked_until - now)
+        wait = self._server_blocked_until - now
+        if wait <= 0:
+            # The estimated reset has passed: let exactly one request go out to learn what
+            # is left (its response's X-RateLimit-Remaining decides what follows).
+            self._server_remaining = 1
+            self._server_seq = self._sent
+            self._server_blocked_until = None
+            return 0.0
+        return wait
 
     def estimate_wait(self) -> float:
         """Seconds a request asked for now would wait for budget."""
@@ -156,9 +164,7 @@ class RateBudget:
             if server_wait > 0:
                 self._check_wait(server_wait, self._left(deadline))
                 await asyncio.sleep(server_wait)
-                # The window we waited for is over: let one request find out what is left.
-                self._server_remaining = None
-                self._server_blocked_until = None
+                continue  # the wait is over: the next look lets one request find out
             self._check_wait(self._local_wait(), self._left(deadline))
             self._waiting += 1
             try:
