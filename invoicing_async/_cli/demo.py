@@ -10,8 +10,9 @@ from pathlib import Path
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._cli.progress import ProgressBar
-from invoicing_async._sync.engine import SyncEngine, SyncReport
+from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.plan import batches_for
+from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.sqlite import SQLiteStore
 from invoicing_async.testing import FakeInvoicingService
 

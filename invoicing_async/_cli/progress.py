@@ -10,7 +10,7 @@ from typing import IO
 
 from tqdm.auto import tqdm
 
-from invoicing_async._sync.engine import SyncProgress
+from invoicing_async._sync.report import SyncProgress
 
 __all__ = ["ProgressBar"]
 

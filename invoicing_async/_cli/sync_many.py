@@ -18,7 +18,8 @@ from filelock import FileLock, Timeout
 
 import invoicing_async as ia
 from invoicing_async._cli.accounts_file import AccountConfig
-from invoicing_async._sync.engine import SyncEngine, SyncReport
+from invoicing_async._sync.engine import SyncEngine
+from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.sqlite import SQLiteStore
 
 __all__ = ["AccountOutcome", "StoreLock", "exit_code", "summary", "sync_account", "sync_many"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import attrs
+
 from invoicing_async._models.base import Model
 from invoicing_async._models.converter import structure
 from invoicing_async._models.payloads import (
@@ -29,10 +31,12 @@ from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
     "Format",
+    "MemberError",
     "dump_field_errors",
     "dump_list",
     "dump_model",
     "dump_sync_entries",
+    "load_each",
     "load_field_errors",
     "load_list",
     "load_model",
@@ -127,6 +131,38 @@ def load_list(body: bytes, fmt: Format, cls: type[M]) -> list[M]:
     """A list document (`<invoices type="array">` or `[{"invoice": …}, …]`) as models."""
     single, many = ROOTS[cls]
     return [structure(m, cls) for m in _members(body, fmt, single, many)]
+
+
+def load_each(body: bytes, fmt: Format, cls: type[M]) -> tuple[list[M], list[MemberError]]:
+    """Like `load_list`, but each member on its own: one that cannot be read is set aside
+    (with its id when it has a readable one) instead of failing its neighbours."""
+    single, many = ROOTS[cls]
+    models: list[M] = []
+    failed: list[MemberError] = []
+    for member in _members(body, fmt, single, many):
+        try:
+            models.append(structure(member, cls))
+        except DecodeError as exc:
+            failed.append(MemberError(ident=_member_id(member), error=str(exc)))
+    return models, failed
+
+
+@attrs.frozen
+class MemberError:
+    """A list member that could not be read: its id (None when unreadable) and why."""
+
+    ident: int | None
+    error: str
+
+
+def _member_id(member: Any) -> int | None:
+    if not isinstance(member, dict):
+        return None
+    raw = member.get("id")
+    try:
+        return _as_int(raw, "id") if raw is not None else None
+    except DecodeError:
+        return None
 
 
 def load_sync_entries(body: bytes, fmt: Format) -> list[SyncEntry]:

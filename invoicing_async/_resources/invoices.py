@@ -9,6 +9,8 @@ from typing import Any
 import attrs
 
 from invoicing_async._models.documents import (
+    MemberError,
+    load_each,
     load_list,
     load_model,
     load_one_of,
@@ -25,6 +27,7 @@ from invoicing_async._models.payloads import (
 from invoicing_async._resources import validation
 from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
 from invoicing_async._transport.response import server_time
+from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
 
 __all__ = ["SYNC_FETCH_LIMIT", "FetchedBatch", "InvoicesResource"]
@@ -39,6 +42,7 @@ class FetchedBatch:
 
     invoices: builtins.list[Invoice]
     server_time: float | None
+    unreadable: builtins.list[MemberError] = attrs.field(factory=list)
 
 
 class InvoicesResource(Resource):
@@ -189,8 +193,13 @@ class InvoicesResource(Resource):
         return invoices
 
     async def sync_fetch_batch(self, ids: builtins.list[int]) -> builtins.list[Invoice]:
-        """One sync-fetch request for at most 100 ids."""
-        return (await self.fetch_batch(ids)).invoices
+        """One sync-fetch request for at most 100 ids; any unreadable invoice raises
+        `DecodeError` (`fetch_batch` sets such invoices aside instead)."""
+        batch = await self.fetch_batch(ids)
+        if batch.unreadable:
+            first = batch.unreadable[0]
+            raise DecodeError(f"invoice {first.ident}: {first.error}")
+        return batch.invoices
 
     async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
         """One sync-fetch request for at most 100 ids, with the server's time of the reply
@@ -202,9 +211,9 @@ class InvoicesResource(Resource):
         response = await self._transport.request(
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
+        invoices, unreadable = load_each(response.body, self._fmt, Invoice)
         return FetchedBatch(
-            invoices=load_list(response.body, self._fmt, Invoice),
-            server_time=server_time(response.headers),
+            invoices=invoices, server_time=server_time(response.headers), unreadable=unreadable
         )
 
     # -- helpers ---------------------------------------------------------------------------

@@ -20,7 +20,8 @@ from urllib.parse import parse_qs
 
 import attrs
 
-from invoicing_async._sync.engine import SyncEngine, SyncReport
+from invoicing_async._sync.engine import SyncEngine
+from invoicing_async._sync.report import SyncReport
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 
 from invoicing_async._models.documents import (
+    load_each,
     load_field_errors,
     load_list,
     load_model,
@@ -239,3 +240,15 @@ def test_sync_revisions_are_compact_and_handle_odd_orders() -> None:
         load_sync_revisions(
             b"<contacts><contact><id>1</id><revision>2</revision></contact></contacts>", "xml"
         )
+
+
+def test_load_each_sets_an_unreadable_member_aside_with_its_id() -> None:
+
+    body = (
+        b'[{"invoice": {"id": 1, "revision": 5}}, {"invoice": {"id": 2, "created_at": "yesterday"}},'
+        b' {"invoice": {"id": "x", "created_at": "never"}}, {"invoice": {"id": 3}}]'
+    )
+    models, failed = load_each(body, "json", Invoice)
+    assert [i.id for i in models] == [1, 3]
+    assert [f.ident for f in failed] == [2, None]
+    assert "created_at" in failed[0].error

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import invoicing_async as ia
 from invoicing_async import models as m
+from invoicing_async._models.documents import MemberError
 from invoicing_async._resources.invoices import FetchedBatch
 
 
@@ -30,10 +31,15 @@ class MemoryInvoices:
         account.fetch_sizes.append(len(ids))
         if account.fail_fetches:
             raise account.fail_fetches.pop(0)
-        invoices = [account.data[i] for i in ids if i in account.data and i not in account.missing]
+        invoices = [
+            account.data[i]
+            for i in ids
+            if i in account.data and i not in account.missing and i not in account.unreadable
+        ]
         if account.reply is not None:
             invoices = account.reply(ids, invoices)
-        return FetchedBatch(invoices=invoices, server_time=account.now)
+        unreadable = [MemberError(i, account.unreadable[i]) for i in ids if i in account.unreadable]
+        return FetchedBatch(invoices=invoices, server_time=account.now, unreadable=unreadable)
 
 
 class MemoryAccount:
@@ -47,6 +53,7 @@ class MemoryAccount:
         self.allowance: int | None = None  # requests left before RateLimitExceeded
         self.fetch_sizes: list[int] = []
         self.missing: set[int] = set()
+        self.unreadable: dict[int, str] = {}  # id -> the decoding error the reply causes
         self.fail_fetches: list[Exception] = []
         self.reply: Callable[[list[int], list[m.Invoice]], list[m.Invoice]] | None = None
         self.invoices = MemoryInvoices(self)

@@ -145,3 +145,23 @@ async def test_an_invoice_read_in_its_revisions_second_is_read_again() -> None:
     assert stored.po_number == "changed again in the same second"
     third = await SyncEngine(account, store).run()
     assert third.requests == 1
+
+
+async def test_one_unreadable_invoice_is_quarantined_and_its_neighbours_stored() -> None:
+    account = MemoryAccount(100)
+    account.tick(60)
+    account.unreadable = {7: "Invoice.created_at: not a datetime: 'yesterday'"}
+    store = MemoryStore()
+    first = await SyncEngine(account, store).run()
+    assert first.created == 99  # the neighbours
+    assert first.quarantined == [7]
+    assert first.unreadable == {7: "Invoice.created_at: not a datetime: 'yesterday'"}
+    assert first.requests == 2  # no retries of a batch that cannot get better
+    assert first.pending == []
+    second = await SyncEngine(account, store).run()
+    assert second.requests == 1  # quarantined: not fetched again at this revision
+    account.unreadable = {}
+    account.change(7)  # fixed on the service: a new revision lifts the quarantine
+    account.tick(60)
+    third = await SyncEngine(account, store).run()
+    assert (third.created, third.requests) == (1, 2)
