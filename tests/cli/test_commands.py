@@ -8,6 +8,8 @@ import os
 import sqlite3
 import ssl
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -174,7 +176,9 @@ async def test_sync_command_needs_credentials(tmp_path: Path) -> None:
     assert "username" in err
 
 
-async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
+@asynccontextmanager
+async def fake_server(tmp_path: Path, *args: str) -> AsyncIterator[str]:
+    """`invoicing-async fake-server` in a subprocess; yields what it printed to connect."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -182,12 +186,11 @@ async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
         "fake-server",
         "--port",
         "0",
-        "--invoices",
-        "10",
         "--password",
         "pw-for-test",
         "--ca-out",
         str(tmp_path / "ca.pem"),
+        *args,
         stdout=asyncio.subprocess.PIPE,
         cwd=ROOT,
     )
@@ -196,12 +199,16 @@ async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
     try:
         while not lines or "Ctrl-C" not in lines[-1]:
             lines.append((await asyncio.wait_for(process.stdout.readline(), 30)).decode())
+        yield "".join(lines)
     finally:
         process.terminate()
         await process.wait()
-    text = "".join(lines)
-    assert "base URL:  https://127.0.0.1:" in text
-    assert "password:  pw-for-test" in text
+
+
+async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
+    async with fake_server(tmp_path, "--invoices", "10") as text:
+        assert "base URL:  https://127.0.0.1:" in text
+        assert "password:  pw-for-test" in text
     assert (tmp_path / "ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
 
 
@@ -213,30 +220,8 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 async def test_fake_server_accounts_are_isolated(tmp_path: Path) -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "invoicing_async",
-        "fake-server",
-        "--port",
-        "0",
-        "--invoices",
-        "20",
-        "--accounts",
-        "3",
-        "--password",
-        "pw-for-test",
-        "--ca-out",
-        str(tmp_path / "ca.pem"),
-        stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-    )
-    assert process.stdout is not None
-    lines: list[str] = []
-    try:
-        while not lines or "Ctrl-C" not in lines[-1]:
-            lines.append((await asyncio.wait_for(process.stdout.readline(), 30)).decode())
-        url = next(line.split()[-1] for line in lines if "base URL:" in line)
+    async with fake_server(tmp_path, "--invoices", "20", "--accounts", "3") as text:
+        url = next(line.split()[-1] for line in text.splitlines() if "base URL:" in line)
         context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
 
         def client(user: str) -> ia.InvoicingClient:
@@ -264,6 +249,3 @@ async def test_fake_server_accounts_are_isolated(tmp_path: Path) -> None:
         assert paid.state == "paid"
         assert after == before  # account-3's invoice of the same id is untouched
         assert after.po_number != "only in account-2"
-    finally:
-        process.terminate()
-        await process.wait()
