@@ -13,7 +13,13 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from invoicing_async._wire.scalars import format_datetime, format_decimal
+from invoicing_async._wire.scalars import (
+    MAX_ELEMENTS,
+    check_element_count,
+    format_datetime,
+    format_decimal,
+    parse_decimal,
+)
 from invoicing_async.errors import DecodeError
 
 __all__ = ["decode_json", "encode_json"]
@@ -23,6 +29,13 @@ def _parse_constant(name: str) -> Any:
     raise DecodeError(f"JSON constant {name} is not a number the service sends")
 
 
+def _number(text: str) -> Decimal:
+    """A JSON number with a fraction or exponent: exact, finite and of sane size."""
+    if len(text) < 30 and "e" not in text and "E" not in text:
+        return Decimal(text)  # the common case, at C speed
+    return parse_decimal(text)
+
+
 def decode_json(
     body: bytes | str, *, object_hook: Callable[[dict[str, Any]], Any] | None = None
 ) -> Any:
@@ -30,10 +43,13 @@ def decode_json(
 
     `object_hook` may replace each object as it is parsed (to keep large lists small).
     """
+    if len(body) > MAX_ELEMENTS:  # a shorter body cannot hold more values than that
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+        check_element_count(raw.count(b","), "JSON document")
     try:
         return json.loads(
             body,
-            parse_float=Decimal,
+            parse_float=_number,
             # Integers stay C-fast: the interpreter itself refuses ones of over 4300
             # digits (ValueError below), which bounds the work a hostile body can cause.
             parse_constant=_parse_constant,

@@ -12,6 +12,14 @@ _FALSE = frozenset({"false", "0", "f", "no", ""})
 # Larger numbers than this are no real money or id and would let a hostile body make
 # int() or Decimal arithmetic spend unbounded CPU.
 MAX_NUMBER_CHARS = 200
+# No amount or rate is beyond 10**100 or below 10**-100; `1e99999999999` would be a
+# 100-gigabyte number the moment anything formats it.
+MAX_DECIMAL_EXPONENT = 100
+# What one response may make the decoder build (counted before parsing, from commas or
+# tags): a 1,000,000-invoice sync list is about 3,000,000, a list of 50,000 invoices about
+# 6,000,000; 10,000,000 of the smallest objects stay under a gigabyte. Past it, 58 KB of
+# gzip could grow into gigabytes of objects.
+MAX_ELEMENTS = 10_000_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -25,7 +33,20 @@ def parse_decimal(text: str) -> Decimal:
         raise DecodeError(f"not a decimal number: {text[:40]!r}") from None
     if not value.is_finite():
         raise DecodeError(f"not a finite decimal number: {text[:40]!r}")
+    if value and abs(value.adjusted()) > MAX_DECIMAL_EXPONENT:
+        raise DecodeError(
+            f"decimal out of range: {text[:40]!r} (exponent beyond ±{MAX_DECIMAL_EXPONENT})"
+        )
     return value
+
+
+def check_element_count(count: int, what: str) -> None:
+    """Refuse a body that would build more than `MAX_ELEMENTS` values (a memory bomb)."""
+    if count > MAX_ELEMENTS:
+        raise DecodeError(
+            f"{what} with about {count:,} values, more than the limit of {MAX_ELEMENTS:,} "
+            "a response may hold"
+        )
 
 
 def check_int_range(value: int) -> int:

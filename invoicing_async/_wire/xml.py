@@ -16,6 +16,8 @@ from xml.parsers.expat import ExpatError
 import xmltodict
 
 from invoicing_async._wire.scalars import (
+    MAX_ELEMENTS,
+    check_element_count,
     format_datetime,
     format_decimal,
     parse_bool,
@@ -63,6 +65,9 @@ def member_name(collection: str) -> str:
 
 def _parse(body: bytes | str, **options: Any) -> Any:
     """xmltodict with entities refused; every parser failure becomes a `DecodeError`."""
+    if len(body) > MAX_ELEMENTS:  # a shorter body cannot hold more elements than that
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+        check_element_count(raw.count(b"<") - raw.count(b"</"), "XML document")
     try:
         return xmltodict.parse(body, disable_entities=True, strip_whitespace=False, **options)
     except ExpatError as exc:
