@@ -93,6 +93,7 @@ class InvoicingClient:
             on_request=on_request,
             trace_configs=trace_configs,
         )
+        self.budget.bind(self._transport.base_url.host or str(self._transport.base_url))
         self._validate = validate
         self._today = today
         self._bind(options)
@@ -126,11 +127,14 @@ class InvoicingClient:
         timeout: float | None = None,
         connect_timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        background: bool | None = None,
     ) -> InvoicingClient:
         """The same client (session, budget, counters) with other per-call settings.
 
         ``client.with_options(max_wait=0).invoices.get(42)`` fails at once when the budget
         is spent (a web handler); the original client keeps waiting (a batch job).
+        ``background=True`` leaves the budget's `reserve` to interactive calls (the sync
+        engine's requests are background).
         """
         options = self._options
         current = options.timeout
@@ -144,6 +148,7 @@ class InvoicingClient:
             timeout=current,
             max_wait=options.max_wait if max_wait is _UNSET else max_wait,
             retry=retry if retry is not None else options.retry,
+            background=options.background if background is None else background,
         )
         clone = copy.copy(self)
         clone._bind(changed)  # noqa: SLF001 - setting up the copy of self

@@ -15,6 +15,7 @@ __all__ = [
     "APIConnectionError",
     "APITimeoutError",
     "AuthenticationError",
+    "BudgetUnavailableError",
     "ClientClosedError",
     "ConfigurationError",
     "DecodeError",
@@ -79,6 +80,14 @@ class ConfigurationError(InvoicingError, ValueError):
 
 class ClientClosedError(InvoicingError, RuntimeError):
     """The client was used after `aclose()` (or after its `async with` block): make a new one."""
+
+
+class BudgetUnavailableError(InvoicingError):
+    """A shared budget's store (SQLite, PostgreSQL, Redis) could not be reached in time.
+
+    Nothing was sent: a budget that cannot be checked fails closed rather than risk the
+    account's hour. The message names the store and the cause.
+    """
 
 
 class StoreError(InvoicingError):

@@ -50,7 +50,10 @@ class SyncEngine:
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        self.client = client
+        # The engine's requests are background work: they leave the budget's reserve to
+        # interactive calls made through the same budget.
+        with_options = getattr(client, "with_options", None)
+        self.client: SyncClient = with_options(background=True) if with_options else client
         self.store = store
         self.concurrency = concurrency
         self.max_attempts = max_attempts
@@ -99,6 +102,11 @@ class SyncEngine:
             return revision >= int(server_time)
         return abs(self.clock() - revision) <= self.recheck_within
 
+    async def _budget_available(self) -> int:
+        """Requests the engine may spend now (a shared budget is read afresh)."""
+        await self.client.budget.refresh()
+        return self.client.budget.available_now(background=True)
+
     async def run(self) -> SyncReport:
         started = time.monotonic()
         first_request = self.client.requests_sent
@@ -111,21 +119,21 @@ class SyncEngine:
             deletions_refused=plan.deletions_refused,
             dry_run=self.dry_run,
             needed_requests=plan.requests,
-            budget_available=self.client.budget.available_now(),
+            budget_available=await self._budget_available(),
         )
         if plan.requests > report.budget_available:
             logger.info(
                 "the plan needs %d requests, %d are available now: ~%.0fs at the budget's pace",
                 plan.requests,
                 report.budget_available,
-                self.client.budget.time_for(plan.requests),
+                self.client.budget.time_for(plan.requests, background=True),
             )
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         if self.dry_run:
             report.pending = list(plan.to_fetch)
             report.deleted = len(plan.to_delete)
-            report.eta = self.client.budget.time_for(plan.batches)
+            report.eta = self.client.budget.time_for(plan.batches, background=True)
             report.requests = self.client.requests_sent - first_request
             report.seconds = time.monotonic() - started
             return report

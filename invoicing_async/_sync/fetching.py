@@ -128,7 +128,8 @@ class FetchRun:
                     continue
                 self.stop = True
                 self.report.stopped_for_budget = True
-                self.report.eta = client.budget.time_for(batches_for(len(self.queue)))
+                left = batches_for(len(self.queue))
+                self.report.eta = client.budget.time_for(left, background=True)
                 return
             except (APIConnectionError, ServerError, DecodeError) as exc:
                 self._give_back(ids)
@@ -231,6 +232,6 @@ class FetchRun:
                     total=len(self.plan.to_fetch),
                     requests=engine.client.requests_sent - self.first_request,
                     budget_left=budget.snapshot().remaining,
-                    eta=budget.time_for(remaining) if remaining else 0.0,
+                    eta=budget.time_for(remaining, background=True) if remaining else 0.0,
                 )
             )

@@ -1,58 +1,95 @@
-"""The hourly request budget of one account: a client-side token bucket that also obeys
-what the server says is left.
+"""The hourly request budget of one account: full speed while there is budget, never over
+the limit, optionally shared by every process and machine spending that account's hour.
 
-The bucket is an aiolimiter `AsyncLimiter` configured so that no window of `period`
-seconds ever holds more than `limit` requests: a burst of `burst` requests, then a
-steady refill of (limit - burst) per period. (`AsyncLimiter(350, 3600)` would allow
-350 at once and 350 more over the hour: ~700 in the first hour.)
+The rule is the ledger's (`ledger.py`): `limit` units, each back one `period` after its
+request's response. Where the ledger lives is a `BudgetStore`: this process, or a
+SQLite file, PostgreSQL or Redis named by `shared=`. A store that cannot be reached
+fails closed (`BudgetUnavailableError`): a request is never sent unchecked.
 
-On top of that, every response's `X-RateLimit-Remaining` caps what may still go out,
-because other processes may spend the same account's budget.
+Why not a token bucket: a bucket that refills continuously lets `limit` go at once and
+then refills while the hour is still running, so the server sees up to twice the limit
+in one hour unless the burst is cut to a few requests. The ledger gives both the full
+burst and the guarantee. aiolimiter still paces requests when `pace=` asks for it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import attrs
 from aiolimiter import AsyncLimiter
 
-from invoicing_async.errors import RateLimitExceeded
+from invoicing_async._transport.budget_store import (
+    BudgetStore,
+    MemoryBudgetStore,
+    open_budget_store,
+)
+from invoicing_async._transport.ledger import Grant, LedgerView
+from invoicing_async.errors import (
+    BudgetUnavailableError,
+    ConfigurationError,
+    InvoicingError,
+    RateLimitExceeded,
+)
 
-__all__ = ["BudgetSnapshot", "RateBudget"]
+T = TypeVar("T")
 
-# Seconds added to each computed refill wait, so the bucket surely has room on waking.
+__all__ = ["BudgetSnapshot", "Permit", "RateBudget"]
+
+logger = logging.getLogger("invoicing_async.budget")
+
+# Added to each computed wait, so a unit has surely come back on waking.
 _WAKE_MARGIN = 0.001
+# The longest a caller sleeps before asking a shared store again: other processes may
+# hand units back (a probe's answer) before the estimate.
+_SHARED_POLL = 5.0
+#: Seconds a request may spend in flight when the caller does not say (its timeout).
+DEFAULT_HOLD = 300.0
 
 
 @attrs.frozen
 class BudgetSnapshot:
     """What the budget looks like now, for progress displays and planning.
 
-    `remaining`: requests that may go out in the current window, by the stricter of the
-    client's count and the server's last word. `refill_in`: estimated seconds until the
-    next request can go without waiting (0 when one can go now).
+    `remaining`: requests that may go out now. `used_in_period`: units out for requests
+    sent through this budget in the last period (by any process sharing it);
+    `held_for_others`: units held back because the server said someone else spent them.
+    `refill_in`: seconds until the next unit comes back when none is free (else 0).
     """
 
     limit: int
     period: float
     remaining: int
     used_in_period: int
+    held_for_others: int
+    reserve: int
     server_limit: int | None
     server_remaining: int | None
     refill_in: float
+    shared: bool
+
+
+@attrs.frozen
+class Permit:
+    """The unit a request took; hand it back through `settle`/`observe`."""
+
+    unit: str
+    taken_at: float
 
 
 class RateBudget:
     """The request budget of one account; share one instance between its clients.
 
-    `limit` requests per `period` seconds (350 per hour by default). `burst` is how many
-    may go back to back before the steady pace starts; the steady pace is
-    (limit - burst) / period, so the total in any window never exceeds `limit`.
+    `limit` requests per `period` seconds (350 per hour by default). All may go at once;
+    each comes back one period after its response. `shared` (``sqlite:///path``,
+    ``postgresql://…``, ``redis://…``) shares the units with every process using the
+    same URL and `key` (default: the client's host). `reserve` units are kept for
+    interactive calls: background work (the sync engine) stops short of them. `pace`
+    (requests per second) spaces requests out through aiolimiter.
     """
 
     def __init__(
@@ -60,199 +97,235 @@ class RateBudget:
         limit: int = 350,
         period: float = 3600.0,
         *,
-        burst: int | None = None,
+        shared: str | None = None,
+        key: str | None = None,
+        reserve: int = 0,
+        pace: float | None = None,
+        store_timeout: float = 5.0,
         clock: Callable[[], float] | None = None,
+        store: BudgetStore | None = None,
     ) -> None:
-        if limit < 2:
-            raise ValueError("limit must be at least 2")
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
         if period <= 0:
             raise ValueError("period must be positive")
-        if burst is None:
-            burst = max(1, limit // 35)
-        if not 1 <= burst < limit:
-            raise ValueError("burst must be at least 1 and less than limit")
+        if not 0 <= reserve < limit:
+            raise ValueError("reserve must be at least 0 and less than limit")
+        if pace is not None and pace <= 0:
+            raise ValueError("pace must be positive (requests per second)")
         self.limit = limit
         self.period = period
-        self.burst = burst
-        self._clock = clock
-        self._rate = (limit - burst) / period
-        self._limiter = AsyncLimiter(burst, burst / self._rate)
-        self._sent_times: collections.deque[float] = collections.deque()
-        self._sent = 0  # sequence number of the last request let through
-        self._waiting = 0
+        self.reserve = reserve
+        self.key = key
+        self.shared_url = shared
+        if store is None:
+            store = (
+                MemoryBudgetStore(clock)
+                if shared is None
+                else open_budget_store(shared, timeout=store_timeout)
+            )
+        self._store = store
+        self._store_timeout = store_timeout
+        self._bound_host: str | None = None
+        self._pacer = None if pace is None else AsyncLimiter(1, 1.0 / pace)
+        self._view: LedgerView | None = None
+        self._view_at = 0.0
         self._server_limit: int | None = None
         self._server_remaining: int | None = None
-        self._server_seq = 0
-        self._server_blocked_until: float | None = None
 
     def __repr__(self) -> str:
         s = self.snapshot()
+        where = f", shared={_redact(self.shared_url)!r}" if self.shared_url else ""
         return (
-            f"RateBudget(limit={self.limit}, period={self.period}, burst={self.burst}, "
+            f"RateBudget(limit={self.limit}, period={self.period}{where}, "
             f"remaining={s.remaining}, server_remaining={s.server_remaining})"
         )
 
-    def _now(self) -> float:
-        if self._clock is not None:
-            return self._clock()
+    @property
+    def shared(self) -> bool:
+        return self._store.shared
+
+    def bind(self, host: str) -> None:
+        """Name the budget after the client's host unless `key` was given.
+
+        A shared budget without a key serves one host: a second host would spend the
+        first account's hour, so it is refused.
+        """
+        if self.key is None:
+            self.key = host
+            self._bound_host = host
+        elif self.shared and self._bound_host is not None and self._bound_host != host:
+            raise ConfigurationError(
+                f"this shared budget counts requests to {self._bound_host}; give the client "
+                f"for {host} its own RateBudget (or name the account with key=)"
+            )
+
+    def _key(self) -> str:
+        return self.key if self.key is not None else "default"
+
+    # -- taking and settling -----------------------------------------------------------
+
+    async def acquire(
+        self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
+    ) -> Permit:
+        """Wait for a unit and take it.
+
+        Raises `RateLimitExceeded` at once (without sleeping) when the wait would be
+        longer than `max_wait` seconds (`None` waits as long as it takes). `background`
+        work leaves the `reserve` alone. `hold` bounds the request's time in flight.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if max_wait is None else loop.time() + max_wait
+        keep = self.reserve if background else 0
+        hold = DEFAULT_HOLD if hold is None else hold
+        if self._pacer is not None:
+            await self._pacer.acquire()
+        while True:
+            result, view = await self._call(
+                self._store.take(self._key(), self, hold=hold, keep=keep)
+            )
+            self._remember(view)
+            if isinstance(result, Grant):
+                return Permit(result.unit, result.taken_at)
+            wait = result.wait + _WAKE_MARGIN
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            if left is not None and wait > left + 1e-9:
+                what = "background budget (reserve kept)" if keep else "request budget"
+                raise RateLimitExceeded(
+                    f"{what} spent: next request possible in ~{wait:.0f}s, "
+                    f"more than max_wait={max_wait:g}s",
+                    retry_after=wait,
+                )
+            await asyncio.sleep(min(wait, _SHARED_POLL) if self.shared else wait)
+
+    async def settle(self, permit: Permit, *, sent: bool = True) -> None:
+        """The request got no response. `sent=False`: it never left, the unit comes back."""
+        await self._settle(permit, sent=sent, remaining=None)
+
+    async def observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+        """The response to `permit`'s request arrived with these rate headers."""
+        if limit is not None:
+            self._server_limit = limit
+        if remaining is not None:
+            self._server_remaining = max(0, remaining)
+        await self._settle(permit, sent=True, remaining=remaining)
+
+    async def exhausted(self, permit: Permit) -> float:
+        """The server refused `permit`'s request for the budget; returns the estimated wait.
+
+        Every user of this budget (every process, when shared) stops until then.
+        """
+        self._server_remaining = 0
+        await self._settle(permit, sent=True, remaining=0)
+        return self.estimate_wait()
+
+    async def _settle(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
+        # The request is over: a store that fails now must not lose its response. The
+        # unit then comes back `period + hold` after it was taken, which is still safe.
+        try:
+            view = await self._call(
+                self._store.settle(
+                    self._key(), self, permit.unit, permit.taken_at, sent=sent, remaining=remaining
+                )
+            )
+        except BudgetUnavailableError as exc:
+            logger.warning("budget not updated after a request: %s", exc)
+            return
+        self._remember(view)
+
+    async def refresh(self) -> BudgetSnapshot:
+        """Read the ledger now (a shared store's state changes with other processes)."""
+        self._remember(await self._call(self._store.view(self._key(), self)))
+        return self.snapshot()
+
+    async def _call(self, operation: Awaitable[T]) -> T:
+        """Run a store operation; a shared store that fails or stalls fails closed."""
+        if not self.shared:
+            return await operation
+        where = _redact(self.shared_url)
+        try:
+            return await asyncio.wait_for(operation, self._store_timeout)
+        except asyncio.TimeoutError:
+            raise BudgetUnavailableError(
+                f"shared budget {where} did not answer within {self._store_timeout:g}s; "
+                "nothing was sent (check that the server is up and reachable)"
+            ) from None
+        except InvoicingError:
+            raise
+        except Exception as exc:
+            raise BudgetUnavailableError(
+                f"shared budget {where} failed: {type(exc).__name__}: {exc}; nothing was sent"
+            ) from exc
+
+    def _remember(self, view: LedgerView) -> None:
+        self._view = view
+        self._view_at = self._local_now()
+
+    def _local_now(self) -> float:
         try:
             return asyncio.get_running_loop().time()
         except RuntimeError:
             return time.monotonic()
 
-    def _forget_old(self, now: float) -> None:
-        cutoff = now - self.period
-        sent = self._sent_times
-        while sent and sent[0] <= cutoff:
-            sent.popleft()
+    # -- estimates (no I/O: from the last view of a shared store) ----------------------
 
-    def _server_available(self) -> int | None:
-        if self._server_remaining is None:
-            return None
-        return self._server_remaining - (self._sent - self._server_seq)
+    def _current(self) -> LedgerView:
+        store = self._store
+        if isinstance(store, MemoryBudgetStore):
+            return store.view_now(self._key(), self)
+        if self._view is None:
+            return LedgerView(self.limit, 0, 0, ())
+        elapsed = self._local_now() - self._view_at
+        returns = tuple(r - elapsed for r in self._view.returns_in if r > elapsed)
+        return LedgerView(self.limit, len(returns), self._view.phantoms, returns)
 
-    def _level(self) -> float:
-        """The bucket's fill, drained up to now (aiolimiter keeps it in `_level`)."""
-        limiter = self._limiter
-        # Drains the bucket for the time passed; without a running loop (a repr in a
-        # notebook cell) the last known level is the best there is.
-        with contextlib.suppress(RuntimeError):
-            limiter.has_capacity()
-        level: float = getattr(limiter, "_level", float(limiter.max_rate))
-        return level
+    def estimate_wait(self, requests: int = 1) -> float:
+        """Seconds until `requests` more could go out, at full speed."""
+        return self.time_for(requests)
 
-    def _local_wait(self) -> float:
-        """Seconds until the bucket lets one more request through (behind those queued)."""
-        excess = self._level() + 1 + self._waiting - self._limiter.max_rate
-        return max(0.0, excess / self._rate)
+    def available_now(self, *, background: bool = False) -> int:
+        """How many requests could go out now without waiting."""
+        free = self._current().free - (self.reserve if background else 0)
+        return max(0, free)
 
-    def _server_wait(self, now: float) -> float:
-        """Seconds until the server's window has room, when it said none is left."""
-        available = self._server_available()
-        if available is None or available > 0:
+    def time_for(self, requests: int, *, background: bool = False) -> float:
+        """Estimated seconds until `requests` more requests have gone out at full speed."""
+        view = self._current()
+        extra = requests - (view.free - (self.reserve if background else 0))
+        if extra <= 0:
             return 0.0
-        if self._server_blocked_until is None:
-            self._forget_old(now)
-            # Without a reset header the best guess is: our oldest request in the window
-            # leaves it. With none of ours in it, someone else spent it: a whole period.
-            oldest = self._sent_times[0] if self._sent_times else now
-            self._server_blocked_until = oldest + self.period
-        wait = self._server_blocked_until - now
-        if wait <= 0:
-            # The estimated reset has passed: let exactly one request go out to learn what
-            # is left (its response's X-RateLimit-Remaining decides what follows).
-            self._server_remaining = 1
-            self._server_seq = self._sent
-            self._server_blocked_until = None
-            return 0.0
-        return wait
-
-    def estimate_wait(self) -> float:
-        """Seconds a request asked for now would wait for budget."""
-        now = self._now()
-        return max(self._local_wait(), self._server_wait(now))
-
-    async def acquire(self, *, max_wait: float | None = None) -> int:
-        """Wait for room for one request and take it; returns its sequence number.
-
-        Raises `RateLimitExceeded` at once (without sleeping) when the wait would be
-        longer than `max_wait` seconds; `None` waits as long as it takes.
-        """
-        deadline = None if max_wait is None else self._now() + max_wait
-        while True:
-            server_wait = self._server_wait(self._now())
-            if server_wait > 0:
-                self._check_wait(server_wait, self._left(deadline))
-                await asyncio.sleep(server_wait)
-                continue  # the wait is over: the next look lets one request find out
-            self._check_wait(self._local_wait(), self._left(deadline))
-            self._waiting += 1
-            try:
-                await self._take_token()
-            finally:
-                self._waiting -= 1
-            # From here to the return nothing awaits: checking the server's word and
-            # counting this request happen as one step for concurrent callers.
-            available = self._server_available()
-            if available is None or available > 0:
-                break
-            # The server's window filled while we waited for a token (other callers, or
-            # other programs): the token is spent, wait for the server as well.
-        self._sent += 1
-        now = self._now()
-        self._sent_times.append(now)
-        self._forget_old(now)
-        return self._sent
-
-    def _left(self, deadline: float | None) -> float | None:
-        return None if deadline is None else max(0.0, deadline - self._now())
-
-    async def _take_token(self) -> None:
-        """Take one token from the bucket, sleeping until it has one.
-
-        We sleep ourselves (a hair past the moment the bucket has room) and then take the
-        token without yielding, rather than queueing inside aiolimiter: its wake-up timers
-        can land a rounding error short of the refill and spin on a virtual clock.
-        """
-        limiter = self._limiter
-        while not limiter.has_capacity():
-            needed = max(0.0, self._level() + 1 - limiter.max_rate) / self._rate
-            await asyncio.sleep(needed + _WAKE_MARGIN)
-        await limiter.acquire()  # has capacity: returns without waiting
-
-    def _check_wait(self, wait: float, max_wait: float | None) -> None:
-        if max_wait is not None and wait > max_wait + 1e-9:
-            raise RateLimitExceeded(
-                f"request budget spent: next request possible in ~{wait:.0f}s, "
-                f"more than max_wait={max_wait:g}s",
-                retry_after=wait,
-            )
-
-    def observe(self, seq: int, *, limit: int | None, remaining: int | None) -> None:
-        """Record the rate headers of the response to request `seq`."""
-        if limit is not None:
-            self._server_limit = limit
-        if remaining is None or seq < self._server_seq:
-            return
-        self._server_seq = seq
-        self._server_remaining = max(0, remaining)
-        if remaining > 0:
-            self._server_blocked_until = None
-
-    def exhausted(self, seq: int) -> float:
-        """The server refused request `seq` for the budget; returns the estimated wait."""
-        self.observe(seq, limit=None, remaining=0)
-        self._server_seq = max(self._server_seq, self._sent)
-        self._server_remaining = 0
-        return self._server_wait(self._now())
+        returns = view.returns_in
+        if not returns:
+            return self.period * ((extra - 1) // self.limit + 1)
+        k = extra - 1
+        cycles, index = divmod(k, len(returns))
+        return max(0.0, returns[index]) + cycles * self.period
 
     def snapshot(self) -> BudgetSnapshot:
-        now = self._now()
-        self._forget_old(now)
-        used = len(self._sent_times)
-        remaining = max(0, self.limit - used)
-        server = self._server_available()
-        if server is not None:
-            remaining = min(remaining, max(0, server))
+        view = self._current()
         return BudgetSnapshot(
             limit=self.limit,
             period=self.period,
-            remaining=remaining,
-            used_in_period=used,
+            remaining=view.free,
+            used_in_period=view.in_use - view.phantoms,
+            held_for_others=view.phantoms,
+            reserve=self.reserve,
             server_limit=self._server_limit,
-            server_remaining=None if server is None else max(0, server),
-            refill_in=max(self._local_wait(), self._server_wait(now)),
+            server_remaining=self._server_remaining,
+            refill_in=0.0 if view.free else max(0.0, view.returns_in[0] if view.returns_in else 0),
+            shared=self.shared,
         )
 
-    def available_now(self) -> int:
-        """How many requests could go out now without waiting on the bucket or the server."""
-        local = int(self._limiter.max_rate - self._level() + 1e-9) - self._waiting
-        server = self._server_available()
-        if server is not None:
-            local = min(local, server)
-        return max(0, local)
+    async def close(self) -> None:
+        """Close a shared store's connections."""
+        await self._store.close()
 
-    def time_for(self, requests: int) -> float:
-        """Estimated seconds until `requests` more requests have gone out at full pace."""
-        extra = max(0, requests - self.available_now())
-        return extra / self._rate + (self._server_wait(self._now()) if extra else 0.0)
+
+def _redact(url: str | None) -> str:
+    """A URL without its password, for reprs and messages."""
+    if url is None or "@" not in url:
+        return url or ""
+    scheme, _, rest = url.partition("://")
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"

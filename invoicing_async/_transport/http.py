@@ -71,6 +71,7 @@ class CallOptions:
     timeout: aiohttp.ClientTimeout
     max_wait: float | None
     retry: RetryPolicy
+    background: bool = False  # leaves the budget's reserve to interactive calls
 
 
 class HTTPTransport:
@@ -253,7 +254,9 @@ class HTTPTransport:
         self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
     ) -> tuple[RawResponse, float | None]:
         self._check_open()
-        seq = await self.budget.acquire(max_wait=opts.max_wait)
+        permit = await self.budget.acquire(
+            max_wait=opts.max_wait, background=opts.background, hold=_hold(opts.timeout)
+        )
         self.requests_sent += 1
         content_type = CONTENT_TYPES[self.fmt] if body is not None else None
         headers = {"Accept": CONTENT_TYPES[self.fmt], "User-Agent": self.user_agent}
@@ -273,17 +276,24 @@ class HTTPTransport:
         try:
             raw = await self.sender.send(request)
         except SendError as failure:
+            # A request that never connected never reached the server: its unit comes back.
+            await self.budget.settle(permit, sent=failure.connected)
             self._report(method, url, None, loop.time() - started, attempt, type(failure.error))
             raise
+        except BaseException:
+            # Cancelled mid-flight: it may have arrived; the unit comes back a period on.
+            await asyncio.shield(self.budget.settle(permit, sent=True))
+            raise
+        rates = rate_headers(raw.headers)
+        retry_after = None
+        if is_budget_refusal(raw.status, raw.headers, raw.body):
+            retry_after = await self.budget.exhausted(permit)
+        else:
+            await self.budget.observe(permit, limit=rates.limit, remaining=rates.remaining)
         if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
             raise ResponseTooLargeError(
                 f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
             )
-        rates = rate_headers(raw.headers)
-        self.budget.observe(seq, limit=rates.limit, remaining=rates.remaining)
-        retry_after = None
-        if is_budget_refusal(raw.status, raw.headers, raw.body):
-            retry_after = self.budget.exhausted(seq)
         self._report(method, url, raw.status, loop.time() - started, attempt, None)
         return raw, retry_after
 
@@ -335,3 +345,8 @@ class BoundTransport:
 
     async def request(self, method: str, path: str, *, body: bytes | None = None) -> Response:
         return await self.transport.request(method, path, body=body, options=self.options)
+
+
+def _hold(timeout: aiohttp.ClientTimeout) -> float | None:
+    """How long a request may be in flight: its total timeout, when it has one."""
+    return timeout.total

@@ -52,6 +52,9 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
     """
     rng = random.Random(seed)
     today = account.clock.today()
+    # Never in the future: before 09:00 UTC today's invoices would otherwise be "changed
+    # later this second" forever, and every sync would read them again.
+    latest = account.clock.now().replace(microsecond=0) - dt.timedelta(minutes=5)
     made: list[Invoice] = []
     for _ in range(count):
         ident = account.next_invoice_id()
@@ -60,7 +63,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
         # Half recent (many still open), half from the past year (mostly late or paid).
         days_back = rng.randrange(0, 45) if rng.random() < 0.5 else rng.randrange(0, 400)
         invoice_date = today - dt.timedelta(days=days_back)
-        created = dt.datetime.combine(invoice_date, dt.time(9, 0), dt.timezone.utc)
+        created = min(dt.datetime.combine(invoice_date, dt.time(9, 0), dt.timezone.utc), latest)
         details = [
             InvoiceDetail(
                 id=account.next_detail_id(),

@@ -110,7 +110,7 @@ async def test_kill_mid_batch_commit_leaves_no_half_batch(tmp_path: Path) -> Non
 async def test_many_coroutines_share_one_client_and_budget() -> None:
     """An async web backend under load: no request beyond the budget, clean shutdown."""
     async with FakeInvoicingService(invoices=20, limit=350) as service:
-        budget = ia.RateBudget(limit=350, burst=30)
+        budget = ia.RateBudget(limit=30)
         client = service.client(budget=budget, max_wait=0)
         outcomes: list[str] = []
 
@@ -124,7 +124,7 @@ async def test_many_coroutines_share_one_client_and_budget() -> None:
         await asyncio.gather(*(handler() for _ in range(200)))
         await client.aclose()
         assert client.is_closed  # and no unclosed-session warning (warnings are errors)
-        assert outcomes.count("ok") == 30  # the burst, and not one request more
+        assert outcomes.count("ok") == 30  # the whole budget at once, and not one request more
         assert service.account.window.used == 30
         assert service.account.counters["403"] == 0
 

@@ -194,14 +194,14 @@ async def test_dry_run_lists_and_plans_but_writes_nothing(
 
 async def test_budget_stop_is_clean_and_the_next_run_continues() -> None:
     async with FakeInvoicingService(invoices=1000, seed=10) as service:
-        budget = ia.RateBudget(limit=350, burst=5)
+        budget = ia.RateBudget(limit=5)
         store = MemoryStore()
         async with service.client(budget=budget, max_wait=0) as client:
             report = await SyncEngine(client, store, concurrency=2).run()
             assert report.needed_requests == 10
-            assert report.budget_available == 4  # the burst of 5, less the list
+            assert report.budget_available == 4  # the budget of 5, less the list
             assert report.stopped_for_budget
-            assert report.requests == 5  # the burst: 1 list + 4 batches
+            assert report.requests == 5  # the whole budget: 1 list + 4 batches
             assert len(await store.revisions()) == 400
             assert len(report.pending) == 600
             assert report.eta is not None

@@ -28,16 +28,16 @@ async def program(
     waits: list[float | None] = []
     while loop.time() < until:
         try:
-            seq = await budget.acquire(max_wait=0)
+            permit = await budget.acquire(max_wait=0)
         except ia.RateLimitExceeded as exc:
             waits.append(exc.retry_after)
             await asyncio.sleep(max(exc.retry_after or 60.0, 1.0))
             continue
         if window.take():
             sent.append(loop.time())
-            budget.observe(seq, limit=window.limit, remaining=window.remaining)
+            await budget.observe(permit, limit=window.limit, remaining=window.remaining)
         else:
-            budget.exhausted(seq)
+            await budget.exhausted(permit)
         await asyncio.sleep(60.0)
     return waits
 

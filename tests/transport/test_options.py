@@ -28,7 +28,7 @@ def make_client(sender: MockSender, **kwargs: object) -> ia.InvoicingClient:
 
 
 async def test_with_options_fails_fast_while_the_client_waits() -> None:
-    budget = ia.RateBudget(limit=3, period=3600.0, burst=2)  # 2 now, the 3rd in ~30 min
+    budget = ia.RateBudget(limit=2, period=3600.0)  # 2 now, more in an hour
     sender = MockSender(lambda _request: mock_response(200, SESSION))
     async with make_client(sender, budget=budget, max_wait=None) as client:
         await client.current_session()

@@ -1,0 +1,168 @@
+"""A budget shared by the processes of one machine through a SQLite file.
+
+Each operation is one `BEGIN IMMEDIATE` transaction: it loads the key's units (at most
+`limit` rows), applies the ledger's rule in Python and writes back what changed. The
+clock is the machine's wall clock, which every process on it shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import unquote, urlsplit
+
+from invoicing_async._transport.budget_store import LedgerParams
+from invoicing_async._transport.ledger import Grant, LedgerView, MemoryLedger, Refusal, Unit
+from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
+
+__all__ = ["SQLiteBudgetStore", "sqlite_path"]
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS budget_units (
+    key TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    taken_at REAL NOT NULL,
+    returns_at REAL NOT NULL,
+    PRIMARY KEY (key, unit)
+) WITHOUT ROWID
+"""
+
+
+def sqlite_path(url: str) -> Path:
+    """`sqlite:///relative/path` or `sqlite:////absolute/path` (as SQLAlchemy spells them)."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise ConfigurationError(f"sqlite budget URL must name a local file, not {url!r}")
+    path = unquote(parts.path)
+    if path.startswith("/"):
+        path = path[1:]  # sqlite:///x -> "x"; sqlite:////abs -> "/abs"
+    if not path:
+        raise ConfigurationError(f"sqlite budget URL names no file: {url!r}")
+    return Path(path)
+
+
+def _unchanged(ledger: MemoryLedger, now: float) -> None:  # noqa: ARG001 - the view only
+    return None
+
+
+class SQLiteBudgetStore:
+    """The ledger of every key in one SQLite file (WAL mode, owner-only)."""
+
+    shared = True
+
+    def __init__(
+        self, url: str, *, timeout: float = 5.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.path = sqlite_path(url)
+        self._timeout = timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                if not self.path.exists():
+                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+                db = sqlite3.connect(
+                    self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                )
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
+            except (OSError, sqlite3.Error) as exc:
+                raise BudgetUnavailableError(
+                    f"shared budget file {self.path}: {exc}; check the path and its permissions"
+                ) from exc
+            self._db = db
+        return self._db
+
+    async def _run(self, operation: Callable[[sqlite3.Connection, float], T]) -> T:
+        def work() -> T:
+            with self._lock:
+                db = self._connect()
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = operation(db, self._clock())
+                    except BaseException:
+                        db.execute("ROLLBACK")
+                        raise
+                    db.execute("COMMIT")
+                    return result
+                except sqlite3.Error as exc:
+                    raise BudgetUnavailableError(f"shared budget file {self.path}: {exc}") from exc
+
+        return await asyncio.to_thread(work)
+
+    @staticmethod
+    def _load(db: sqlite3.Connection, key: str, params: LedgerParams) -> MemoryLedger:
+        rows = db.execute(
+            "SELECT unit, taken_at, returns_at FROM budget_units WHERE key = ?", (key,)
+        ).fetchall()
+        units = {unit: Unit(unit, taken, returns) for unit, taken, returns in rows}
+        return MemoryLedger(params.limit, params.period, units)
+
+    @staticmethod
+    def _save(db: sqlite3.Connection, key: str, before: dict[str, tuple[float, float]],
+              ledger: MemoryLedger) -> None:  # fmt: skip
+        gone = [(key, unit) for unit in before if unit not in ledger.units]
+        db.executemany("DELETE FROM budget_units WHERE key = ? AND unit = ?", gone)
+        changed = [
+            (key, u.id, u.taken_at, u.returns_at)
+            for u in ledger.units.values()
+            if before.get(u.id) != (u.taken_at, u.returns_at)
+        ]
+        db.executemany("INSERT OR REPLACE INTO budget_units VALUES (?, ?, ?, ?)", changed)
+
+    def _apply(
+        self, key: str, params: LedgerParams, change: Callable[[MemoryLedger, float], T]
+    ) -> Callable[[sqlite3.Connection, float], tuple[T, LedgerView]]:
+        def operation(db: sqlite3.Connection, now: float) -> tuple[T, LedgerView]:
+            ledger = self._load(db, key, params)
+            before = {u.id: (u.taken_at, u.returns_at) for u in ledger.units.values()}
+            result = change(ledger, now)
+            self._save(db, key, before, ledger)
+            return result, ledger.view(now)
+
+        return operation
+
+    async def take(
+        self, key: str, params: LedgerParams, *, hold: float, keep: int
+    ) -> tuple[Grant | Refusal, LedgerView]:
+        return await self._run(
+            self._apply(key, params, lambda ledger, now: ledger.take(now, hold=hold, keep=keep))
+        )
+
+    async def settle(
+        self,
+        key: str,
+        params: LedgerParams,
+        unit: str,
+        taken_at: float,
+        *,
+        sent: bool,
+        remaining: int | None,
+    ) -> LedgerView:
+        def change(ledger: MemoryLedger, now: float) -> None:
+            ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
+
+        _, view = await self._run(self._apply(key, params, change))
+        return view
+
+    async def view(self, key: str, params: LedgerParams) -> LedgerView:
+        _, view = await self._run(self._apply(key, params, _unchanged))
+        return view
+
+    async def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None

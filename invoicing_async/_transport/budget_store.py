@@ -1,0 +1,136 @@
+"""Where a budget's ledger lives: in this process, or shared through SQLite, PostgreSQL or
+Redis so that every process spending one account's hour takes from the same units.
+
+Every operation is one atomic step on the store, timed by the store's own clock (the
+clocks of the processes sharing it never matter), and answers with the ledger's view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from invoicing_async._transport.ledger import Grant, LedgerView, MemoryLedger, Refusal
+from invoicing_async.errors import ConfigurationError
+
+__all__ = ["BudgetStore", "LedgerParams", "MemoryBudgetStore", "open_budget_store"]
+
+
+class LedgerParams(Protocol):
+    """What a store needs to know of the budget: its size and its period."""
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def period(self) -> float: ...
+
+
+class BudgetStore(Protocol):
+    """One ledger per key; see `ledger.MemoryLedger` for the rule every store follows."""
+
+    #: True when other processes may spend from the same ledger.
+    shared: bool
+
+    async def take(
+        self, key: str, params: LedgerParams, *, hold: float, keep: int
+    ) -> tuple[Grant | Refusal, LedgerView]: ...
+
+    async def settle(
+        self,
+        key: str,
+        params: LedgerParams,
+        unit: str,
+        taken_at: float,
+        *,
+        sent: bool,
+        remaining: int | None,
+    ) -> LedgerView: ...
+
+    async def view(self, key: str, params: LedgerParams) -> LedgerView: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryBudgetStore:
+    """The ledger in this process, timed by the event loop (virtual time in tests)."""
+
+    shared = False
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self._clock = clock
+        self._ledgers: dict[str, MemoryLedger] = {}
+
+    def now(self) -> float:
+        if self._clock is not None:
+            return self._clock()
+        try:
+            return asyncio.get_running_loop().time()
+        except RuntimeError:  # a repr or snapshot outside a loop
+            return time.monotonic()
+
+    def ledger(self, key: str, params: LedgerParams) -> MemoryLedger:
+        ledger = self._ledgers.get(key)
+        if ledger is None:
+            ledger = self._ledgers[key] = MemoryLedger(params.limit, params.period)
+        return ledger
+
+    async def take(
+        self, key: str, params: LedgerParams, *, hold: float, keep: int
+    ) -> tuple[Grant | Refusal, LedgerView]:
+        return self.take_now(key, params, hold=hold, keep=keep)
+
+    def take_now(
+        self, key: str, params: LedgerParams, *, hold: float, keep: int
+    ) -> tuple[Grant | Refusal, LedgerView]:
+        now = self.now()
+        ledger = self.ledger(key, params)
+        result = ledger.take(now, hold=hold, keep=keep)
+        return result, ledger.view(now)
+
+    async def settle(
+        self,
+        key: str,
+        params: LedgerParams,
+        unit: str,
+        taken_at: float,
+        *,
+        sent: bool,
+        remaining: int | None,
+    ) -> LedgerView:
+        now = self.now()
+        ledger = self.ledger(key, params)
+        ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
+        return ledger.view(now)
+
+    async def view(self, key: str, params: LedgerParams) -> LedgerView:
+        return self.view_now(key, params)
+
+    def view_now(self, key: str, params: LedgerParams) -> LedgerView:
+        return self.ledger(key, params).view(self.now())
+
+    async def close(self) -> None:
+        return None
+
+
+def open_budget_store(url: str, *, timeout: float) -> BudgetStore:
+    """The store a `shared=` URL names: sqlite:///path, postgresql://…, redis://…."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        from invoicing_async._transport.budget_sqlite import SQLiteBudgetStore
+
+        return SQLiteBudgetStore(url, timeout=timeout)
+    if scheme in ("postgresql", "postgres"):
+        from invoicing_async._transport.budget_postgres import PostgresBudgetStore
+
+        return PostgresBudgetStore(url, timeout=timeout)
+    if scheme in ("redis", "rediss", "unix"):
+        from invoicing_async._transport.budget_redis import RedisBudgetStore
+
+        return RedisBudgetStore(url, timeout=timeout)
+    raise ConfigurationError(
+        f"shared budget URL {url.split('://', 1)[0]}://… not understood: use "
+        "sqlite:///path, postgresql://… or redis://…"
+    )
