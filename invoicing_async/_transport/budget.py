@@ -181,9 +181,13 @@ class RateBudget:
         if self._pacer is not None:
             await self._pacer.acquire()
         while True:
-            result, view = await self._call(
-                self._store.take(self._key(), self, hold=hold, keep=keep)
-            )
+            try:
+                result, view = await self._call(
+                    self._store.take(self._key(), self, hold=hold, keep=keep)
+                )
+            except BudgetUnavailableError as exc:
+                # Fail closed: a request whose unit cannot be taken does not go out.
+                raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
             self._remember(view)
             if isinstance(result, Grant):
                 return Permit(result.unit, result.taken_at)
@@ -247,14 +251,16 @@ class RateBudget:
             return await asyncio.wait_for(operation, self._store_timeout)
         except asyncio.TimeoutError:
             raise BudgetUnavailableError(
-                f"shared budget {where} did not answer within {self._store_timeout:g}s; "
-                "nothing was sent (check that the server is up and reachable)"
+                f"shared budget {where} did not answer within {self._store_timeout:g}s "
+                "(check that the server is up and reachable)"
             ) from None
+        except BudgetUnavailableError as exc:
+            raise BudgetUnavailableError(f"shared budget {where}: {exc}") from exc
         except InvoicingError:
             raise
         except Exception as exc:
             raise BudgetUnavailableError(
-                f"shared budget {where} failed: {type(exc).__name__}: {exc}; nothing was sent"
+                f"shared budget {where} failed: {type(exc).__name__}: {exc}"
             ) from exc
 
     def _remember(self, view: LedgerView) -> None:

@@ -173,12 +173,12 @@ class PostgresBudgetStore:
                     await pool.open(wait=True, timeout=self._timeout)
                     async with pool.connection() as conn, conn.transaction():
                         # One process at a time creates or replaces the functions.
-                        await conn.execute("SELECT pg_advisory_xact_lock(7305841960128, 1)")
+                        await conn.execute("SELECT pg_advisory_xact_lock(7305841960128)")
                         await conn.execute(SCHEMA)
                 except Exception as exc:
                     await pool.close()
                     raise BudgetUnavailableError(
-                        f"shared budget database unreachable: {type(exc).__name__}: {exc}"
+                        f"PostgreSQL unreachable: {type(exc).__name__}: {exc}"
                     ) from exc
                 self._pool = pool
             return self._pool
@@ -190,9 +190,7 @@ class PostgresBudgetStore:
                 cursor = await conn.execute(query, args, prepare=True)
                 row = await cursor.fetchone()
         except Exception as exc:
-            raise BudgetUnavailableError(
-                f"shared budget database failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise BudgetUnavailableError(f"PostgreSQL failed: {type(exc).__name__}: {exc}") from exc
         assert row is not None
         return tuple(row)
 

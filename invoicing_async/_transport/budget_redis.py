@@ -160,9 +160,7 @@ class RedisBudgetStore:
         try:
             reply: list[Any] = await script(keys=self._keys(key), args=args)
         except Exception as exc:
-            raise BudgetUnavailableError(
-                f"shared budget Redis failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise BudgetUnavailableError(f"Redis failed: {type(exc).__name__}: {exc}") from exc
         return reply
 
     @staticmethod

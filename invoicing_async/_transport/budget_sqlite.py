@@ -79,7 +79,7 @@ class SQLiteBudgetStore:
                 db.execute(_SCHEMA)
             except (OSError, sqlite3.Error) as exc:
                 raise BudgetUnavailableError(
-                    f"shared budget file {self.path}: {exc}; check the path and its permissions"
+                    f"file {self.path}: {exc}; check the path and its permissions"
                 ) from exc
             self._db = db
         return self._db

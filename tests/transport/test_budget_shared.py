@@ -1,0 +1,254 @@
+"""Shared budgets: the same rule in every store (SQLite, PostgreSQL, Redis), checked
+against the in-process ledger, on real servers the suite starts itself.
+
+Hours are not waited for here: the period is an hour and the tests look at what the
+ledger lends and refuses, which needs no waiting. Two `RateBudget`s with their own store
+objects stand for two processes (separate connections); tests/transport/
+test_budget_processes.py runs real processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import invoicing_async as ia
+from invoicing_async._transport.budget import Permit
+from invoicing_async._transport.budget_store import MemoryBudgetStore
+
+HOUR = 3600.0
+BACKENDS = ["sqlite", "postgres", "redis"]
+
+
+@pytest.fixture(params=BACKENDS)
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'budget.db'}"
+    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+async def make_budget(shared_url: str) -> AsyncIterator[Callable[..., ia.RateBudget]]:
+    """Budgets on one shared URL, each with its own connection (a process of its own)."""
+    made: list[ia.RateBudget] = []
+
+    def make(limit: int = 20, **kwargs: object) -> ia.RateBudget:
+        budget = ia.RateBudget(limit, HOUR, shared=shared_url, key="acme", **kwargs)  # type: ignore[arg-type]
+        made.append(budget)
+        return budget
+
+    yield make
+    for budget in made:
+        await budget.close()
+
+
+async def spend(budget: ia.RateBudget, **kwargs: object) -> Permit:
+    permit = await budget.acquire(max_wait=0, **kwargs)  # type: ignore[arg-type]
+    await budget.observe(permit, limit=None, remaining=None)
+    return permit
+
+
+async def test_the_whole_limit_at_once_then_refused_for_about_an_hour(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    budget = make_budget(limit=20)
+    for _ in range(20):
+        await spend(budget)
+    with pytest.raises(ia.RateLimitExceeded) as info:
+        await budget.acquire(max_wait=10)
+    assert info.value.retry_after == pytest.approx(HOUR, abs=5)
+    assert budget.shared
+    assert (await budget.refresh()).used_in_period == 20
+
+
+async def test_processes_share_the_units_and_a_restart_keeps_them(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    first = make_budget(limit=20)
+    for _ in range(12):
+        await spend(first)
+    await first.close()  # the process ends mid-hour
+    again, other = make_budget(limit=20), make_budget(limit=20)
+    assert (await again.refresh()).remaining == 8  # the restart does not spend them again
+    results = await asyncio.gather(*(spend(b) for b in [again, other] * 10), return_exceptions=True)
+    granted = [r for r in results if isinstance(r, Permit)]
+    refused = [r for r in results if isinstance(r, ia.RateLimitExceeded)]
+    assert (len(granted), len(refused)) == (8, 12)
+
+
+async def test_a_unit_that_never_left_comes_back(make_budget: Callable[..., ia.RateBudget]) -> None:
+    budget = make_budget(limit=2)
+    permit = await budget.acquire(max_wait=0)
+    await budget.settle(permit, sent=False)
+    await spend(budget)
+    await spend(budget)
+    with pytest.raises(ia.RateLimitExceeded):
+        await budget.acquire(max_wait=0)
+
+
+async def test_a_refusal_for_the_budget_stops_every_process(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    web, batch = make_budget(limit=20), make_budget(limit=20)
+    permit = await batch.acquire(max_wait=0)
+    wait = await batch.exhausted(permit)
+    assert 0 < wait <= HOUR + 5
+    with pytest.raises(ia.RateLimitExceeded):
+        await web.acquire(max_wait=0)
+    snap = await web.refresh()
+    assert (snap.remaining, snap.used_in_period, snap.held_for_others) == (0, 1, 19)
+
+
+async def test_the_servers_word_holds_units_and_hands_them_back(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    budget = make_budget(limit=20)
+    permit = await budget.acquire(max_wait=0)
+    await budget.observe(permit, limit=20, remaining=5)
+    snap = await budget.refresh()
+    assert (snap.remaining, snap.held_for_others) == (5, 14)
+    later = await budget.acquire(max_wait=0)
+    await budget.observe(later, limit=20, remaining=10)
+    assert (await budget.refresh()).remaining == 10
+
+
+async def test_background_work_stops_short_of_the_reserve(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    sync, web = make_budget(limit=10, reserve=4), make_budget(limit=10, reserve=4)
+    for _ in range(6):
+        await spend(sync, background=True)
+    with pytest.raises(ia.RateLimitExceeded, match="reserve"):
+        await sync.acquire(max_wait=0, background=True)
+    for _ in range(4):
+        await spend(web)
+    with pytest.raises(ia.RateLimitExceeded):
+        await web.acquire(max_wait=0)
+
+
+async def test_many_concurrent_takers_never_get_more_than_the_limit(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    budgets = [make_budget(limit=25) for _ in range(3)]
+
+    async def caller(budget: ia.RateBudget) -> int:
+        taken = 0
+        while True:
+            try:
+                await budget.acquire(max_wait=0)
+            except ia.RateLimitExceeded:
+                return taken
+            taken += 1
+
+    counts = await asyncio.gather(*(caller(b) for b in budgets for _ in range(20)))
+    assert sum(counts) == 25
+
+
+async def test_every_store_follows_the_in_process_rule(
+    make_budget: Callable[..., ia.RateBudget],
+) -> None:
+    """A random run of takes, refusals and answers: same grants and counts as the ledger."""
+    rng = random.Random(11)
+    ticks = iter(range(1, 10**6))
+    clock = MemoryBudgetStore(lambda: next(ticks) / 1000)
+    reference = ia.RateBudget(20, HOUR, reserve=3, store=clock)
+    shared = make_budget(limit=20, reserve=3)
+    out: list[tuple[Permit, Permit]] = []
+    for step in range(300):
+        action = rng.random()
+        if action < 0.5 or not out:
+            background = rng.random() < 0.5
+            got = []
+            for budget in (reference, shared):
+                try:
+                    got.append(await budget.acquire(max_wait=0, background=background))
+                except ia.RateLimitExceeded:
+                    got.append(None)
+            assert (got[0] is None) == (got[1] is None), step
+            if got[0] is not None and got[1] is not None:
+                out.append((got[0], got[1]))
+        else:
+            ref_permit, shared_permit = out.pop(rng.randrange(len(out)))
+            sent = rng.random() < 0.9
+            remaining = rng.choice([None, None, 0, 1, 3, 8, 15, 20])
+            if not sent:
+                await reference.settle(ref_permit, sent=False)
+                await shared.settle(shared_permit, sent=False)
+            else:
+                await reference.observe(ref_permit, limit=20, remaining=remaining)
+                await shared.observe(shared_permit, limit=20, remaining=remaining)
+        ref, got_snap = reference.snapshot(), await shared.refresh()
+        assert (got_snap.remaining, got_snap.used_in_period, got_snap.held_for_others) == (
+            ref.remaining,
+            ref.used_in_period,
+            ref.held_for_others,
+        ), step
+
+
+@pytest.fixture
+def frozen_port() -> Iterator[int]:
+    """A server that accepts connections and never answers (a frozen process)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield server.getsockname()[1]
+
+
+@pytest.mark.parametrize("scheme", ["postgresql://postgres@", "redis://"])
+async def test_a_frozen_or_missing_server_fails_closed_in_bounded_time(
+    scheme: str, frozen_port: int
+) -> None:
+    for port in (frozen_port, _closed_port()):
+        budget = ia.RateBudget(shared=f"{scheme}127.0.0.1:{port}/0", key="acme", store_timeout=1)
+        started = time.monotonic()
+        with pytest.raises(ia.BudgetUnavailableError, match="the request was not sent"):
+            await budget.acquire(max_wait=None)
+        assert time.monotonic() - started < 5
+        await budget.close()
+
+
+async def test_a_locked_sqlite_file_fails_closed_in_bounded_time(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    budget = ia.RateBudget(shared=url, key="acme", store_timeout=0.5)
+    await spend(budget)
+    holder = sqlite3.connect(tmp_path / "budget.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(ia.BudgetUnavailableError, match=r"budget\.db.*not sent"):
+            await budget.acquire(max_wait=None)
+        assert time.monotonic() - started < 3
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await spend(budget)  # works again once the lock is gone
+    await budget.close()
+
+
+async def test_a_shared_budget_serves_one_host_unless_keyed(tmp_path: Path) -> None:
+    budget = ia.RateBudget(shared=f"sqlite:///{tmp_path / 'b.db'}")
+    auth = ia.BasicAuth("u", "p")
+    ia.InvoicingClient("https://acme.example.com", auth=auth, budget=budget)
+    assert budget.key == "acme.example.com"
+    with pytest.raises(ia.ConfigurationError, match="its own RateBudget"):
+        ia.InvoicingClient("https://other.example.com", auth=auth, budget=budget)
+    await budget.close()
+
+
+def test_a_shared_url_never_shows_its_password() -> None:
+    budget = ia.RateBudget(shared="redis://:hunter2@127.0.0.1:1/0", key="k")
+    assert "hunter2" not in repr(budget)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
