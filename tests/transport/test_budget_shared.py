@@ -166,7 +166,7 @@ async def test_every_store_follows_the_in_process_rule(
         action = rng.random()
         if action < 0.5 or not out:
             background = rng.random() < 0.5
-            got = []
+            got: list[Permit | None] = []
             for budget in (reference, shared):
                 try:
                     got.append(await budget.acquire(max_wait=0, background=background))
