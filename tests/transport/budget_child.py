@@ -1,0 +1,74 @@
+"""One process of a shared budget, for the multi-process tests and benchmark.
+
+argv: base_url user password shared_url limit period callers seconds [most]. Runs
+`callers` concurrent callers on one client for `seconds` (0: until the budget says no, or
+`most` requests were answered), and prints
+one JSON line: requests answered, refused locally, refused by the server, and each
+acquire's latency in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import invoicing_async as ia
+
+
+async def main(argv: list[str]) -> None:
+    base_url, user, password, shared = argv[:4]
+    limit, period, callers, seconds = int(argv[4]), float(argv[5]), int(argv[6]), float(argv[7])
+    most = int(argv[8]) if len(argv) > 8 else None
+    budget = ia.RateBudget(limit, period, shared=shared, key="acme")
+    counts = {"ok": 0, "local": 0, "server": 0}
+    latencies: list[float] = []
+
+    def record(event: ia.RequestEvent) -> None:
+        if event.status == 403:
+            counts["server"] += 1
+
+    async with ia.InvoicingClient(
+        base_url,
+        auth=ia.BasicAuth(user, password),
+        budget=budget,
+        max_wait=0 if seconds == 0 else None,
+        on_request=record,
+        retry=ia.RetryPolicy(attempts=1),
+    ) as client:
+        # Time each acquire as the transport sees it (a wrapper around the budget's call).
+        acquire = budget.acquire
+
+        async def timed(**kwargs: object) -> object:
+            started = time.perf_counter()
+            try:
+                return await acquire(**kwargs)  # type: ignore[arg-type]
+            finally:
+                latencies.append(time.perf_counter() - started)
+
+        budget.acquire = timed  # type: ignore[method-assign, assignment]
+        print("ready", flush=True)
+        sys.stdin.readline()  # every process starts at once
+        deadline = time.monotonic() + seconds
+
+        async def caller() -> None:
+            while seconds == 0 or time.monotonic() < deadline:
+                if most is not None and counts["ok"] >= most:
+                    return
+                try:
+                    await client.current_session()
+                    counts["ok"] += 1
+                except ia.RateLimitExceeded as exc:
+                    if exc.status == 0:
+                        counts["local"] += 1
+                    if seconds == 0:
+                        return
+
+        await asyncio.gather(*(caller() for _ in range(callers)))
+    await budget.close()
+    print(json.dumps({**counts, "latencies": latencies}), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1:]))
