@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("--force-deletions", action="store_true", help="apply mass deletions")
     sync.add_argument("--concurrency", type=int, default=4)
     sync.add_argument("--no-progress", action="store_true")
+    _budget_arguments(sync)
 
     many = commands.add_parser(
         "sync-many", help="sync every account of a TOML accounts file into SQLite files"
@@ -73,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     many.add_argument("--concurrency", type=int, default=8, help="accounts synced at once")
     many.add_argument("--wait-for-budget", action="store_true", help="wait for the hourly budget")
     many.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _budget_arguments(many)
 
     fake = commands.add_parser("fake-server", help="run the fake service until interrupted")
     fake.add_argument("--host", default="127.0.0.1")
@@ -119,6 +121,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _budget_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--budget",
+        metavar="URL",
+        default=os.environ.get("INVOICING_BUDGET_URL"),
+        help="share the hourly budget with other processes: sqlite:///path, postgresql://… "
+        "or redis://… (default: $INVOICING_BUDGET_URL; none: this process only)",
+    )
+    parser.add_argument(
+        "--reserve",
+        type=int,
+        default=0,
+        metavar="N",
+        help="requests per hour the sync leaves to interactive users of a shared budget",
+    )
+
+
 async def _sync(args: argparse.Namespace) -> int:
     import ssl
 
@@ -153,13 +172,16 @@ async def _sync(args: argparse.Namespace) -> int:
         print(f"another sync holds {lock.path}: not started", file=sys.stderr)
         return 3
     bar = None if args.no_progress or args.json else ProgressBar("sync")
+    budget = None
     try:
+        budget = ia.RateBudget(shared=args.budget, reserve=args.reserve)
         async with (
             ia.InvoicingClient(
                 args.base_url,
                 auth=auth,
                 format=args.format,
                 ssl=context,
+                budget=budget,
             ) as client,
             SQLiteStore(args.db) as store,
         ):
@@ -177,13 +199,15 @@ async def _sync(args: argparse.Namespace) -> int:
         when = f" (~{exc.retry_after:.0f}s)" if exc.retry_after is not None else ""
         print(f"stopped for the hourly budget{when}: {exc}", file=sys.stderr)
         return 3
-    except ia.InvoicingError as exc:
+    except (ia.InvoicingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         lock.release()
         if bar is not None:
             bar.close()
+        if budget is not None:
+            await budget.close()
     if args.json:
         print(json.dumps(report.to_dict(), default=str, indent=2))
     else:
@@ -211,6 +235,8 @@ async def _sync_many(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         wait_for_budget=args.wait_for_budget,
         on_done=progress,
+        budget_url=args.budget,
+        reserve=args.reserve,
     )
     result = summary(outcomes)
     if args.json:

@@ -64,27 +64,44 @@ class AccountOutcome:
         }
 
 
-async def sync_account(config: AccountConfig, *, wait_for_budget: bool = False) -> AccountOutcome:
-    """Sync one account under its store lock; every failure becomes an outcome."""
+async def sync_account(
+    config: AccountConfig,
+    *,
+    wait_for_budget: bool = False,
+    budget_url: str | None = None,
+    reserve: int = 0,
+) -> AccountOutcome:
+    """Sync one account under its store lock; every failure becomes an outcome.
+
+    `budget_url` shares each account's budget (keyed by its host) with other processes.
+    """
     config.db.parent.mkdir(parents=True, exist_ok=True)
     lock = StoreLock(config.db)
     if not lock.acquire():
         return AccountOutcome(config.name, "locked", error=f"another run holds {lock.path}")
+    budget = None
     try:
+        budget = ia.RateBudget(shared=budget_url, reserve=reserve)
         context = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else None
         async with (
             ia.InvoicingClient(
-                config.base_url, auth=config.auth(), format=config.format, ssl=context
+                config.base_url,
+                auth=config.auth(),
+                format=config.format,
+                ssl=context,
+                budget=budget,
             ) as client,
             SQLiteStore(config.db) as store,
         ):
             report = await SyncEngine(client, store, wait_for_budget=wait_for_budget).run()
     except ia.RateLimitExceeded as exc:
         return AccountOutcome(config.name, "budget", error=str(exc))
-    except (ia.InvoicingError, OSError, ssl.SSLError) as exc:
+    except (ia.InvoicingError, OSError, ssl.SSLError, ValueError) as exc:
         return AccountOutcome(config.name, "error", error=str(exc))
     finally:
         lock.release()
+        if budget is not None:
+            await budget.close()
     if report.complete:
         return AccountOutcome(config.name, "complete", report)
     status: Status = "budget" if report.stopped_for_budget else "incomplete"
@@ -97,13 +114,17 @@ async def sync_many(
     concurrency: int = 8,
     wait_for_budget: bool = False,
     on_done: Callable[[AccountOutcome], None] | None = None,
+    budget_url: str | None = None,
+    reserve: int = 0,
 ) -> list[AccountOutcome]:
     """Sync every account, `concurrency` at a time; outcomes in the file's order."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(config: AccountConfig) -> AccountOutcome:
         async with gate:
-            outcome = await sync_account(config, wait_for_budget=wait_for_budget)
+            outcome = await sync_account(
+                config, wait_for_budget=wait_for_budget, budget_url=budget_url, reserve=reserve
+            )
         if on_done is not None:
             on_done(outcome)
         return outcome

@@ -111,6 +111,44 @@ async def test_sync_stopped_by_the_budget_at_the_sync_list_exits_3(tmp_path: Pat
         assert "Traceback" not in err
 
 
+async def test_syncs_sharing_a_budget_stop_before_the_server_refuses(tmp_path: Path) -> None:
+    """Two runs, one `--budget` file: the second knows the hour is spent without asking."""
+    async with FakeInvoicingService(invoices=1000, seed=3, limit=8) as service:
+        ca = tmp_path / "ca.pem"
+        service.write_ca(ca)
+        budget = f"sqlite:///{tmp_path / 'budget.db'}"
+        common = ["--base-url", service.base_url, "--username", service.username]
+        common += ["--ca-file", str(ca), "--budget", budget, "--no-progress"]
+        env = {"INVOICING_PASSWORD": service.password}
+        code, out, err = await run("sync", "--db", str(tmp_path / "a.db"), *common, env=env)
+        assert code == 3, (out, err)
+        assert service.account.window.used == 8  # the list and 7 batches: all there was
+        code, out, err = await run("sync", "--db", str(tmp_path / "b.db"), *common, env=env)
+        assert code == 3, (out, err)
+        assert "stopped for the hourly budget" in err
+        assert service.account.window.used == 8  # not one more request
+        assert service.account.counters["403"] == 0
+
+
+async def test_an_unreachable_shared_budget_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    code, _out, err = await run(
+        "sync",
+        "--base-url",
+        "https://127.0.0.1:9",
+        "--username",
+        "u",
+        "--db",
+        str(tmp_path / "s.db"),
+        "--budget",
+        "redis://:secret-pw@127.0.0.1:9/0",
+        env={"INVOICING_PASSWORD": "pw"},
+    )
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1
+    assert "the request was not sent" in err
+    assert "secret-pw" not in err
+
+
 async def test_sync_into_a_corrupt_database_prints_one_line(tmp_path: Path) -> None:
     db = tmp_path / "corrupt.db"
     db.write_bytes(b"not a database" * 500)
