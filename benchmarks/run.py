@@ -21,6 +21,7 @@ MODULES = [
     "bench_wall",
     "bench_memory",
     "bench_budget",
+    "bench_budget_shared",
     "bench_accounts",
 ]
 RESULTS = Path(__file__).parent / "results"

@@ -132,6 +132,7 @@ class RateBudget:
         self._view_at = 0.0
         self._server_limit: int | None = None
         self._server_remaining: int | None = None
+        self._lines: dict[int, asyncio.Lock] = {}  # callers waiting, by reserve kept
 
     def __repr__(self) -> str:
         s = self.snapshot()
@@ -180,27 +181,53 @@ class RateBudget:
         hold = DEFAULT_HOLD if hold is None else hold
         if self._pacer is not None:
             await self._pacer.acquire()
-        while True:
-            try:
-                result, view = await self._call(
-                    self._store.take(self._key(), self, hold=hold, keep=keep)
-                )
-            except BudgetUnavailableError as exc:
-                # Fail closed: a request whose unit cannot be taken does not go out.
-                raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
-            self._remember(view)
-            if isinstance(result, Grant):
-                return Permit(result.unit, result.taken_at)
-            wait = result.wait + _WAKE_MARGIN
-            left = None if deadline is None else max(0.0, deadline - loop.time())
-            if left is not None and wait > left + 1e-9:
-                what = "background budget (reserve kept)" if keep else "request budget"
-                raise RateLimitExceeded(
-                    f"{what} spent: next request possible in ~{wait:.0f}s, "
-                    f"more than max_wait={max_wait:g}s",
-                    retry_after=wait,
-                )
-            await asyncio.sleep(min(wait, _SHARED_POLL) if self.shared else wait)
+        taken = await self._take(hold, keep, deadline, max_wait)
+        if isinstance(taken, Permit):
+            return taken
+        # Wait in line: one caller of this process asks the store at a time, so a crowd
+        # of callers does not wake at once and stampede a shared store.
+        line = self._lines.setdefault(keep, asyncio.Lock())
+        try:
+            await asyncio.wait_for(line.acquire(), _left(deadline))
+        except asyncio.TimeoutError:
+            raise self._spent(keep, self.time_for(1, background=bool(keep)), max_wait) from None
+        try:
+            while True:
+                taken = await self._take(hold, keep, deadline, max_wait)
+                if isinstance(taken, Permit):
+                    return taken
+                await asyncio.sleep(min(taken, _SHARED_POLL) if self.shared else taken)
+        finally:
+            line.release()
+
+    async def _take(
+        self, hold: float, keep: int, deadline: float | None, max_wait: float | None
+    ) -> Permit | float:
+        """One try: the permit, or the seconds to sleep before the next try."""
+        try:
+            result, view = await self._call(
+                self._store.take(self._key(), self, hold=hold, keep=keep)
+            )
+        except BudgetUnavailableError as exc:
+            # Fail closed: a request whose unit cannot be taken does not go out.
+            raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+        self._remember(view)
+        if isinstance(result, Grant):
+            return Permit(result.unit, result.taken_at)
+        wait = result.wait + _WAKE_MARGIN
+        left = _left(deadline)
+        if left is not None and wait > left + 1e-9:
+            raise self._spent(keep, wait, max_wait)
+        return wait
+
+    @staticmethod
+    def _spent(keep: int, wait: float, max_wait: float | None) -> RateLimitExceeded:
+        what = "background budget (reserve kept)" if keep else "request budget"
+        return RateLimitExceeded(
+            f"{what} spent: next request possible in ~{wait:.0f}s, "
+            f"more than max_wait={max_wait:g}s",
+            retry_after=wait,
+        )
 
     async def settle(self, permit: Permit, *, sent: bool = True) -> None:
         """The request got no response. `sent=False`: it never left, the unit comes back."""
@@ -325,6 +352,13 @@ class RateBudget:
     async def close(self) -> None:
         """Close a shared store's connections."""
         await self._store.close()
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds to a loop-time deadline (None: no deadline)."""
+    if deadline is None:
+        return None
+    return max(0.0, deadline - asyncio.get_running_loop().time())
 
 
 def _redact(url: str | None) -> str:

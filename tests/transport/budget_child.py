@@ -3,8 +3,8 @@
 argv: base_url user password shared_url limit period callers seconds [most]. Runs
 `callers` concurrent callers on one client for `seconds` (0: until the budget says no, or
 `most` requests were answered), and prints
-one JSON line: requests answered, refused locally, refused by the server, and each
-acquire's latency in seconds.
+one JSON line: requests answered, refused locally, refused by the server, and the
+latency of each round trip that took (or was refused) a unit, in seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import time
+from typing import Any
 
 import invoicing_async as ia
 
@@ -37,17 +38,19 @@ async def main(argv: list[str]) -> None:
         on_request=record,
         retry=ia.RetryPolicy(attempts=1),
     ) as client:
-        # Time each acquire as the transport sees it (a wrapper around the budget's call).
-        acquire = budget.acquire
+        # Time each round trip to the store that takes a unit (waiting is not counted).
+        store = budget._store  # noqa: SLF001 - measuring the store itself
+        take = store.take
 
-        async def timed(**kwargs: object) -> object:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
             try:
-                return await acquire(**kwargs)  # type: ignore[arg-type]
+                return await take(*args, **kwargs)
             finally:
                 latencies.append(time.perf_counter() - started)
 
-        budget.acquire = timed  # type: ignore[method-assign, assignment]
+        store.take = timed  # type: ignore[method-assign]
+        await budget.refresh()  # connect (and create the schema) before the clock starts
         print("ready", flush=True)
         sys.stdin.readline()  # every process starts at once
         deadline = time.monotonic() + seconds
