@@ -75,9 +75,31 @@ def _bool(value: Any, _: Any) -> bool | None:
     raise DecodeError(f"expected a boolean, got {_kind(value)}")
 
 
+def text_ok(value: str) -> bool:
+    """False for text holding a lone surrogate (JSON's "\\ud800"): no encoding can store it."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _int_ok(value: int) -> bool:
+    return INT64_MIN <= value <= INT64_MAX
+
+
+_LONE_SURROGATE = (
+    "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which no encoding can store"
+)
+
+
 def _str(value: Any, _: Any) -> str:
     cls = value.__class__
     if cls is str:
+        if not text_ok(value):
+            raise DecodeError(_LONE_SURROGATE)
         return typing.cast(str, value)
     if cls is int or cls is Decimal:
         return str(value)
@@ -129,17 +151,33 @@ def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Model)
 
 
+def _plain_text_ok(value: Any) -> bool:
+    """`text_ok` over every string of a plain value (fields the models do not know)."""
+    cls = value.__class__
+    if cls is str:
+        return text_ok(value)
+    if cls is dict:
+        return all(text_ok(k) and _plain_text_ok(v) for k, v in value.items())
+    if cls is list:
+        return all(_plain_text_ok(v) for v in value)
+    return True
+
+
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
 def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
-    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, bool]] = {}
+    table: dict[
+        str, tuple[str, Callable[[Any, Any], Any], Any, bool, Callable[[Any], bool] | None]
+    ] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
             item_hook = converter.get_structure_hook(spec.item_model)
             fn: Callable[[Any, Any], Any] = _make_list_hook(spec.item_model, item_hook)
         else:
             fn = converter.get_structure_hook(spec.base_type)
-        entry = (spec.name, fn, spec.base_type, spec.item_model is not None)
+        # What a value of the right type must still pass: text encodable, ints in 64 bits.
+        check = text_ok if spec.base_type is str else _int_ok if spec.base_type is int else None
+        entry = (spec.name, fn, spec.base_type, spec.item_model is not None, check)
         for key in {spec.name, spec.wire, spec.request}:
             table[key] = entry
             table[wire_key(key, "xml")] = entry
@@ -155,10 +193,12 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             if entry is None:
                 if extra is None:
                     extra = {}
+                if not _plain_text_ok(value):
+                    raise DecodeError(f"{cls_name}.{snake_name(key)}: {_LONE_SURROGATE}")
                 extra[snake_name(key)] = value
                 continue
-            name, hook, tp, is_list = entry
-            if value.__class__ is tp and (tp is not int or INT64_MIN <= value <= INT64_MAX):
+            name, hook, tp, is_list, check = entry
+            if value.__class__ is tp and (check is None or check(value)):
                 kwargs[name] = value  # typed by the XML codec already: nothing to convert
                 continue
             if value is None:

@@ -252,3 +252,28 @@ def test_load_each_sets_an_unreadable_member_aside_with_its_id() -> None:
     assert [i.id for i in models] == [1, 3]
     assert [f.ident for f in failed] == [2, None]
     assert "created_at" in failed[0].error
+
+
+@pytest.mark.parametrize(
+    ("field", "escaped"),
+    [
+        ("po_number", '"bad \\ud800 text"'),  # a known text field
+        ("note", '"\\udfff"'),  # a low surrogate alone
+        ("custom", '{"deep": ["x", "\\ud83d"]}'),  # a field the models do not know
+    ],
+)
+def test_a_lone_surrogate_sets_its_invoice_aside_naming_the_field(field: str, escaped: str) -> None:
+    """JSON may escape half a character; no store could encode it: a DecodeError per invoice."""
+    body = (
+        b'[{"invoice": {"id": 1, "po_number": "fine \\ud83d\\ude00"}}, {"invoice": {"id": 2, "'
+        + field.encode()
+        + b'": '
+        + escaped.encode()
+        + b'}}, {"invoice": {"id": 3}}]'
+    )
+    models, failed = load_each(body, "json", Invoice)
+    assert [i.id for i in models] == [1, 3]
+    assert models[0].po_number == "fine \U0001f600"  # a proper pair is one character
+    assert [f.ident for f in failed] == [2]
+    assert f"Invoice.{field}" in failed[0].error
+    assert "lone surrogate" in failed[0].error
