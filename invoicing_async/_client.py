@@ -46,8 +46,9 @@ class InvoicingClient:
     `budget` is the account's `RateBudget` (350 requests per hour by default): give
     every client of the same account the same instance. A request that would wait
     longer than `max_wait` seconds for budget raises `RateLimitExceeded` at once
-    (`None`: wait as long as it takes). `with_options()` changes `max_wait`, the
-    timeouts and the retry policy for the calls made through the copy it returns.
+    (`None`: wait as long as it takes). `timeout` bounds each attempt; `deadline`, when
+    set, bounds the whole call (budget wait, retries and backoff included).
+    `with_options()` changes these for the calls made through the copy it returns.
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class InvoicingClient:
         connect_timeout: float = 10.0,
         retry: RetryPolicy | None = None,
         max_wait: float | None = 60.0,
+        deadline: float | None = None,
         api_prefix: str = "/api/v1.0",
         validate: bool = True,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
@@ -77,6 +79,7 @@ class InvoicingClient:
             timeout=aiohttp.ClientTimeout(total=timeout, connect=connect_timeout),
             max_wait=max_wait,
             retry=retry if retry is not None else RetryPolicy(),
+            deadline=deadline,
         )
         self._transport = HTTPTransport(
             base_url,
@@ -128,6 +131,7 @@ class InvoicingClient:
         connect_timeout: float | None = None,
         retry: RetryPolicy | None = None,
         background: bool | None = None,
+        deadline: float | None = _UNSET,
     ) -> InvoicingClient:
         """The same client (session, budget, counters) with other per-call settings.
 
@@ -149,6 +153,7 @@ class InvoicingClient:
             max_wait=options.max_wait if max_wait is _UNSET else max_wait,
             retry=retry if retry is not None else options.retry,
             background=options.background if background is None else background,
+            deadline=options.deadline if deadline is _UNSET else deadline,
         )
         clone = copy.copy(self)
         clone._bind(changed)  # noqa: SLF001 - setting up the copy of self

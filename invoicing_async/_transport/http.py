@@ -17,7 +17,7 @@ from yarl import URL
 from invoicing_async._models.documents import Format
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.budget import RateBudget
-from invoicing_async._transport.failures import SendError
+from invoicing_async._transport.failures import SendError, describe_timeout
 from invoicing_async._transport.redirects import MAX_REDIRECTS, next_hop
 from invoicing_async._transport.response import (
     Response,
@@ -36,7 +36,12 @@ from invoicing_async._transport.sender import (
 )
 from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
 from invoicing_async._version import __version__
-from invoicing_async.errors import ClientClosedError, RedirectError, ResponseTooLargeError
+from invoicing_async.errors import (
+    APITimeoutError,
+    ClientClosedError,
+    RedirectError,
+    ResponseTooLargeError,
+)
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -72,6 +77,7 @@ class CallOptions:
     max_wait: float | None
     retry: RetryPolicy
     background: bool = False  # leaves the budget's reserve to interactive calls
+    deadline: float | None = None  # seconds for the whole call: budget, attempts, backoff
 
 
 class HTTPTransport:
@@ -153,17 +159,56 @@ class HTTPTransport:
         body: bytes | None = None,
         options: CallOptions | None = None,
     ) -> Response:
-        """Send one API call with retries; returns the 2xx response or raises its error."""
+        """Send one API call with retries; returns the 2xx response or raises its error.
+
+        With a `deadline`, the whole call (budget wait, every attempt and backoff) ends in
+        `APITimeoutError` when it runs out; a budget wait longer than what is left fails at
+        once with `RateLimitExceeded`, as `max_wait` does.
+        """
         opts = options or self.options
+        if opts.deadline is None:
+            return await self._request(method, path, body, opts, None)
+        attempts: list[int] = []
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(
+                self._request(method, path, body, opts, loop.time() + opts.deadline, attempts),
+                opts.deadline,
+            )
+        except asyncio.TimeoutError:
+            url = self.url_for(path)
+            raise APITimeoutError(
+                f"{method} {url}: no answer within deadline={opts.deadline:g}s "
+                f"({len(attempts)} attempt(s), per-attempt {describe_timeout(opts.timeout)})",
+                method=method,
+                url=str(url),
+            ) from None
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        opts: CallOptions,
+        deadline_at: float | None,
+        attempts: list[int] | None = None,
+    ) -> Response:
         policy = opts.retry
         loop = asyncio.get_running_loop()
         started = loop.time()
         attempt = 0
         while True:
             attempt += 1
+            if attempts is not None:
+                attempts.append(attempt)
             url = self.url_for(path)
+            attempt_opts = opts
+            if deadline_at is not None:
+                left = max(0.0, deadline_at - loop.time())
+                max_wait = left if opts.max_wait is None else min(opts.max_wait, left)
+                attempt_opts = attrs.evolve(opts, max_wait=max_wait)
             try:
-                response, retry_after = await self._send(method, url, body, attempt, opts)
+                response, retry_after = await self._send(method, url, body, attempt, attempt_opts)
             except SendError as failure:
                 if (
                     failure.retryable

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
+import looptime
 import pytest
 
 import invoicing_async as ia
@@ -14,6 +16,7 @@ from invoicing_async.testing import (
     SendError,
     mock_response,
 )
+from tests.scripted import ScriptedServer, scripted_client
 
 SESSION = b"<user><email>api-user@example.com</email><name>Api</name></user>"
 
@@ -117,3 +120,53 @@ async def test_a_permission_403_does_not_stop_the_next_call() -> None:
         me = await client.current_session()  # not refused locally for an hour
     assert me.email == "api-user@example.com"
     assert client.budget_snapshot().server_remaining == 199
+
+
+def test_a_deadline_bounds_the_whole_call_retries_included() -> None:
+    """A slow server (a slowloris): `timeout` per attempt, `deadline` for the whole call."""
+
+    async def scenario() -> None:
+        async with ScriptedServer() as server:
+
+            async def slow(request: object, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+                await asyncio.sleep(2.9)
+                return 200, SESSION, {}
+
+            server.script("GET", "/api/v1.0/current_session.xml", slow, times=10)
+            retry = ia.RetryPolicy(attempts=4, base_delay=0.5, max_delay=0.5, jitter=False)
+            async with scripted_client(server, timeout=3.0, retry=retry) as client:
+                loop = asyncio.get_running_loop()
+                start = loop.time()
+                await client.current_session()  # without a deadline: 2.9 s, one attempt
+                assert loop.time() - start == pytest.approx(2.9, abs=0.1)
+                server.script("GET", "/api/v1.0/current_session.xml", slow, times=10)
+                bounded = client.with_options(deadline=4.0, timeout=1.2)
+                start = loop.time()
+                with pytest.raises(ia.APITimeoutError, match=r"deadline=4s \(3 attempt"):
+                    await bounded.current_session()
+                assert loop.time() - start == pytest.approx(4.0, abs=0.1)
+
+    run_virtual(scenario)
+
+
+def test_a_deadline_shorter_than_the_budget_wait_fails_at_once() -> None:
+    async def scenario() -> None:
+        sender = MockSender(lambda _request: mock_response(200, SESSION))
+        budget = ia.RateBudget(limit=1)
+        async with make_client(sender, budget=budget, max_wait=None, deadline=30.0) as client:
+            await client.current_session()
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            with pytest.raises(ia.RateLimitExceeded):
+                await client.current_session()  # the next unit is an hour away
+            assert loop.time() == start
+
+    run_virtual(scenario)
+
+
+def run_virtual(scenario: Callable[[], Awaitable[None]]) -> None:
+    loop = looptime.new_event_loop()
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
