@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 import socket
 
@@ -327,6 +328,17 @@ async def test_response_size_is_bounded(scripted: ScriptedServer) -> None:
     scripted.reply("GET", PATH, 200, b"<user>" + b"x" * 5000 + b"</user>")
     async with scripted_client(scripted, max_response_bytes=1000) as client:
         with pytest.raises(ia.ResponseTooLargeError, match="max_response_bytes"):
+            await client.current_session()
+
+
+async def test_a_gzip_bomb_is_bounded_by_its_decompressed_size(scripted: ScriptedServer) -> None:
+    """50 MB of zeros travel as ~50 KB; the bound counts what they inflate to."""
+    inflated = b"<user>" + b"0" * 50_000_000 + b"</user>"
+    bomb = gzip.compress(inflated, compresslevel=9)
+    assert len(bomb) < 100_000
+    scripted.reply("GET", PATH, 200, bomb, {"Content-Encoding": "gzip"})
+    async with scripted_client(scripted, max_response_bytes=1_000_000) as client:
+        with pytest.raises(ia.ResponseTooLargeError, match="not read further"):
             await client.current_session()
 
 
