@@ -19,6 +19,7 @@ __all__ = [
     "ClientClosedError",
     "ConfigurationError",
     "DecodeError",
+    "EventLoopError",
     "FieldError",
     "ForbiddenError",
     "HTTPStatusError",
@@ -88,6 +89,11 @@ class BudgetUnavailableError(InvoicingError):
     Nothing was sent: a budget that cannot be checked fails closed rather than risk the
     account's hour. The message names the store and the cause.
     """
+
+
+class EventLoopError(InvoicingError, RuntimeError):
+    """A client used on another event loop than the one its connections were opened on
+    (two `asyncio.run` calls, two test loops). Make one client per loop."""
 
 
 class StoreError(InvoicingError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as ssl_module
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
 import aiohttp
@@ -18,7 +18,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from invoicing_async._transport.failures import connection_failure
-from invoicing_async.errors import ResponseTooLargeError
+from invoicing_async.errors import EventLoopError, ResponseTooLargeError
 
 __all__ = ["AiohttpSender", "OutgoingRequest", "RawResponse", "Sender"]
 
@@ -70,20 +70,48 @@ class AiohttpSender:
     ) -> None:
         self._session = session
         self._owns_session = session is None
+        self._loop: asyncio.AbstractEventLoop | None = None  # where our own session lives
+        self._keeper: AsyncGenerator[None, None] | None = None
         self._ssl = ssl
         self._trace_configs = trace_configs
 
     def open(self) -> None:
+        loop = asyncio.get_running_loop()
         if self._session is None:
             self._session = aiohttp.ClientSession(trace_configs=self._trace_configs)
+        if self._loop is None:
+            self._loop = loop  # the loop a borrowed session is first used on, or ours
+            return
+        opened_on = self._loop
+        if opened_on is not loop:
+            state = "closed" if opened_on.is_closed() else "still running"
+            raise EventLoopError(
+                f"this client's connections belong to another event loop ({state}); an "
+                "aiohttp session cannot move between loops. Create the client inside the "
+                "loop that uses it (for example inside the coroutine given to asyncio.run, "
+                "as `async with InvoicingClient(...) as client:`), one per loop"
+            )
 
     async def close(self) -> None:
         session, self._session = self._session, None
-        if session is not None and self._owns_session:
-            await session.close()
+        keeper, self._keeper = self._keeper, None
+        if session is None or not self._owns_session or session.closed:
+            return
+        if self._loop is not asyncio.get_running_loop():
+            return  # its loop is gone; the keeper closed it when that loop shut down
+        await session.close()
+        if keeper is not None:
+            await keeper.aclose()
+
+    async def _keep(self) -> None:
+        """Tie our session's life to its loop (see `_session_keeper`), once."""
+        if self._keeper is None and self._owns_session and self._session is not None:
+            keeper = self._keeper = _session_keeper(self._session)
+            await keeper.__anext__()
 
     async def send(self, request: OutgoingRequest) -> RawResponse:
         self.open()
+        await self._keep()
         assert self._session is not None
         try:
             async with self._session.request(
@@ -100,6 +128,21 @@ class AiohttpSender:
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             failure = connection_failure(exc, request.method, request.url, request.timeout)
         raise failure  # outside the except block: the aiohttp exception is not kept
+
+
+async def _session_keeper(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """An async generator that closes `session` when it is finalized.
+
+    The loop finalizes async generators when they are garbage collected (a client dropped
+    without `aclose()`, as when a notebook cell runs again) and when `asyncio.run` shuts
+    down: either way the session is closed on its own loop, with no "Unclosed client
+    session" warnings.
+    """
+    try:
+        yield
+    finally:
+        if not session.closed:
+            await session.close()
 
 
 async def _read_limited(resp: aiohttp.ClientResponse, request: OutgoingRequest) -> bytes:
