@@ -22,6 +22,7 @@ MODULES = [
     "bench_memory",
     "bench_budget",
     "bench_budget_shared",
+    "bench_stall",
     "bench_accounts",
 ]
 RESULTS = Path(__file__).parent / "results"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -27,6 +29,22 @@ async def service() -> AsyncIterator[FakeInvoicingService]:
 async def client(service: FakeInvoicingService, fmt: str) -> AsyncIterator[ia.InvoicingClient]:
     async with service.client(format=fmt) as c:
         yield c
+
+
+@pytest.fixture
+def service_in_thread() -> Iterator[FakeInvoicingService]:
+    """The fake service on a loop in its own thread: tests may run loops of their own, and
+    its encoding never lands on the loop a test measures."""
+    service = FakeInvoicingService(invoices=3, tls=False)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(service.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield service
+    asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ here for the modules that read and write whole documents (the fake service, the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -24,7 +24,7 @@ from invoicing_async._models.payloads import (
     unwrap_root,
 )
 from invoicing_async._models.session import SyncEntry, SyncRevisions
-from invoicing_async._wire.json import decode_json
+from invoicing_async._wire.json import decode_json, iter_json_array
 from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
@@ -36,6 +36,8 @@ __all__ = [
     "dump_list",
     "dump_model",
     "dump_sync_entries",
+    "each_member",
+    "each_model_batch",
     "load_each",
     "load_field_errors",
     "load_list",
@@ -118,6 +120,37 @@ def _members(body: bytes, fmt: Format, single: str, many: str) -> list[Any]:
     return [{} if m == "" else m for m in value]
 
 
+# A list body larger than this is read member by member, each handed on as it is read:
+# the parse tree of the whole list never exists, which keeps memory down and spares the
+# collector (a full collection over a 10,000-invoice tree held every thread 130 ms).
+_STREAM_BYTES = 256 * 1024
+
+
+def each_member(
+    body: bytes, fmt: Format, single: str, many: str, on_member: Callable[[Any], None]
+) -> None:
+    """Hand every member of a list document to `on_member`, in order."""
+    if len(body) > _STREAM_BYTES:
+        if fmt == "xml":
+
+            def check_root(name: str) -> None:
+                root = snake_name(name)
+                if root == single:
+                    raise DecodeError(f"expected a {many!r} list, got one {single!r}")
+                if root != many:
+                    raise DecodeError(f"expected a {many!r} list, got {root!r}")
+
+            decode_xml_members(body, lambda m: on_member({} if m == "" else m), check_root)
+            return
+        members = iter_json_array(body)
+        if members is not None:
+            for member in members:
+                on_member(_unwrap_member(member, single))
+            return
+    for member in _members(body, fmt, single, many):
+        on_member(member)
+
+
 def _unwrap_member(member: Any, single: str) -> Any:
     root, inner = unwrap_root(member)
     if root is None or root == single:
@@ -129,8 +162,31 @@ def _unwrap_member(member: Any, single: str) -> Any:
 
 def load_list(body: bytes, fmt: Format, cls: type[M]) -> list[M]:
     """A list document (`<invoices type="array">` or `[{"invoice": …}, …]`) as models."""
+    models: list[M] = []
+    add = models.append
     single, many = ROOTS[cls]
-    return [structure(m, cls) for m in _members(body, fmt, single, many)]
+    each_member(body, fmt, single, many, lambda member: add(structure(member, cls)))
+    return models
+
+
+def each_model_batch(
+    body: bytes, fmt: Format, cls: type[M], chunk: int, emit: Callable[[list[M]], None]
+) -> None:
+    """`load_list` handed on `chunk` models at a time (for `invoices.iter()`): the models
+    of the whole list never exist at once."""
+    batch: list[M] = []
+
+    def add(member: Any) -> None:
+        nonlocal batch
+        batch.append(structure(member, cls))
+        if len(batch) >= chunk:
+            full, batch = batch, []
+            emit(full)
+
+    single, many = ROOTS[cls]
+    each_member(body, fmt, single, many, add)
+    if batch:
+        emit(batch)
 
 
 def load_each(body: bytes, fmt: Format, cls: type[M]) -> tuple[list[M], list[MemberError]]:
@@ -139,11 +195,14 @@ def load_each(body: bytes, fmt: Format, cls: type[M]) -> tuple[list[M], list[Mem
     single, many = ROOTS[cls]
     models: list[M] = []
     failed: list[MemberError] = []
-    for member in _members(body, fmt, single, many):
+
+    def add(member: Any) -> None:
         try:
             models.append(structure(member, cls))
         except DecodeError as exc:
             failed.append(MemberError(ident=_member_id(member), error=str(exc)))
+
+    each_member(body, fmt, single, many, add)
     return models, failed
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -26,6 +26,7 @@ from invoicing_async._models.payloads import (
 )
 from invoicing_async._resources import validation
 from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
+from invoicing_async._resources.decoding import decode_off_loop, iter_models
 from invoicing_async._transport.response import server_time
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
@@ -55,9 +56,19 @@ class InvoicesResource(Resource):
         `InvoiceFilter` (`"open"`, `"this_month"`, …); other names and numeric ids of
         saved filters are passed through.
         """
-        path = "/invoices.xml" if filter is None else f"/invoices/filter/{segment(filter)}.xml"
-        response = await self._transport.request("GET", path)
-        return load_list(response.body, self._fmt, Invoice)
+        response = await self._transport.request("GET", _list_path(filter))
+        return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
+
+    async def iter(self, filter: str | int | None = None) -> AsyncIterator[Invoice]:
+        """`list()` as an async iterator: ``async for invoice in client.invoices.iter():``.
+
+        One request, as `list()`; invoices are yielded as a worker thread decodes them, a
+        batch at a time, so the whole list never exists as models at once and the event
+        loop is never held up by the decoding.
+        """
+        response = await self._transport.request("GET", _list_path(filter))
+        async for invoice in iter_models(response.body, self._fmt, Invoice):
+            yield invoice
 
     async def advanced_filter(
         self, parameters: Mapping[str, Any], *, root: str = "filter"
@@ -69,7 +80,7 @@ class InvoicesResource(Resource):
         """
         body = dump_filter(parameters, self._fmt, root=root)
         response = await self._transport.request("POST", "/invoices/filter/advanced.xml", body=body)
-        return load_list(response.body, self._fmt, Invoice)
+        return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
 
     async def get(self, invoice: int | Invoice) -> Invoice:
         """One invoice by its numeric id (or read again): GET /invoices/:id.xml.
@@ -167,7 +178,7 @@ class InvoicesResource(Resource):
     async def sync_list_ids(self) -> builtins.list[SyncEntry]:
         """Id and revision of every invoice: GET /invoices/sync_list_ids.xml."""
         response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
-        return load_sync_entries(response.body, self._fmt)
+        return await decode_off_loop(load_sync_entries, response.body, self._fmt)
 
     async def sync_revisions(self) -> SyncRevisions:
         """The sync list as a compact {id: revision}: GET /invoices/sync_list_ids.xml.
@@ -176,7 +187,7 @@ class InvoicesResource(Resource):
         engine uses): 16 bytes an invoice, no object per invoice.
         """
         response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
-        return load_sync_revisions(response.body, self._fmt)
+        return await decode_off_loop(load_sync_revisions, response.body, self._fmt)
 
     async def sync_fetch_ids(self, ids: Iterable[int | Invoice]) -> builtins.list[Invoice]:
         """Full invoices for `ids`: POST /invoices/sync_fetch_ids.xml, 100 ids a request.
@@ -211,7 +222,7 @@ class InvoicesResource(Resource):
         response = await self._transport.request(
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
-        invoices, unreadable = load_each(response.body, self._fmt, Invoice)
+        invoices, unreadable = await decode_off_loop(load_each, response.body, self._fmt, Invoice)
         return FetchedBatch(
             invoices=invoices, server_time=server_time(response.headers), unreadable=unreadable
         )
@@ -228,3 +239,7 @@ class InvoicesResource(Resource):
         if body.strip():
             return load_model(body, self._fmt, Invoice)
         return await self.get(invoice)
+
+
+def _list_path(filter: str | int | None) -> str:
+    return "/invoices.xml" if filter is None else f"/invoices/filter/{segment(filter)}.xml"

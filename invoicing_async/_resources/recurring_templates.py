@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import AsyncIterator
 from typing import Any
 
 from invoicing_async._models.documents import load_list, load_model
 from invoicing_async._models.payloads import dump_changes, dump_model
 from invoicing_async._resources import validation
 from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
+from invoicing_async._resources.decoding import decode_off_loop, iter_models
 from invoicing_async.models import RecurringTemplate
 
 __all__ = ["RecurringTemplatesResource"]
@@ -23,7 +25,13 @@ class RecurringTemplatesResource(Resource):
     async def list(self) -> builtins.list[RecurringTemplate]:
         """All templates: GET /recurring_templates.xml."""
         response = await self._transport.request("GET", "/recurring_templates.xml")
-        return load_list(response.body, self._fmt, RecurringTemplate)
+        return await decode_off_loop(load_list, response.body, self._fmt, RecurringTemplate)
+
+    async def iter(self) -> AsyncIterator[RecurringTemplate]:
+        """`list()` as an async iterator, decoded off the event loop a batch at a time."""
+        response = await self._transport.request("GET", "/recurring_templates.xml")
+        async for template in iter_models(response.body, self._fmt, RecurringTemplate):
+            yield template
 
     async def get(self, template: int | RecurringTemplate) -> RecurringTemplate:
         """One template: GET /recurring_templates/:id.xml. Raises `NotFoundError`."""

@@ -18,6 +18,7 @@ import xmltodict
 from invoicing_async._wire.scalars import (
     MAX_ELEMENTS,
     check_element_count,
+    count_in,
     format_datetime,
     format_decimal,
     parse_bool,
@@ -67,7 +68,7 @@ def _parse(body: bytes | str, **options: Any) -> Any:
     """xmltodict with entities refused; every parser failure becomes a `DecodeError`."""
     if len(body) > MAX_ELEMENTS:  # a shorter body cannot hold more elements than that
         raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
-        check_element_count(raw.count(b"<") - raw.count(b"</"), "XML document")
+        check_element_count(count_in(raw, b"<") - count_in(raw, b"</"), "XML document")
     try:
         return xmltodict.parse(body, disable_entities=True, strip_whitespace=False, **options)
     except ExpatError as exc:
@@ -94,17 +95,24 @@ def decode_xml(body: bytes | str) -> tuple[str, Any]:
         raise DecodeError("XML document nested too deeply") from None
 
 
-def decode_xml_members(body: bytes | str, on_member: Callable[[Any], None]) -> str:
+def decode_xml_members(
+    body: bytes | str,
+    on_member: Callable[[Any], None],
+    on_root: Callable[[str], None] | None = None,
+) -> str:
     """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`.
 
     The whole tree is never built, so a list of a million members costs only what
-    `on_member` keeps. Returns the root name.
+    `on_member` keeps. `on_root` sees the root name before the first member (and may
+    raise to refuse the document). Returns the root name.
     """
     roots: list[str] = []
 
     def member(path: list[tuple[str, Any]], item: Any) -> bool:
         if not roots:
             roots.append(path[0][0])
+            if on_root is not None:
+                on_root(path[0][0])
         on_member(_convert(item))
         return True
 

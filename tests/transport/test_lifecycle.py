@@ -4,29 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
-
-
-@pytest.fixture
-def service_in_thread() -> Iterator[FakeInvoicingService]:
-    """The fake service on a loop of its own, so tests may run several loops of theirs."""
-    service = FakeInvoicingService(invoices=3, tls=False)
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(service.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield service
-    asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
 
 
 def make_client(service: FakeInvoicingService) -> ia.InvoicingClient:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from invoicing_async._wire.json import decode_json, encode_json
 from invoicing_async.errors import DecodeError
@@ -37,3 +40,26 @@ def test_encode_wraps_root_and_keeps_decimals_exact() -> None:
         {"price": Decimal("60.50"), "payment_date": dt.date(2014, 7, 31), "note": "€"},
     )
     assert body == '{"payment":{"price":"60.50","payment_date":"2014-07-31","note":"€"}}'.encode()
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@given(items=st.lists(_values, max_size=6), blanks=st.sampled_from(["", " ", "\n\t "]))
+def test_a_large_list_decoded_member_by_member_equals_json_loads(
+    items: list[object], blanks: str
+) -> None:
+    """Bodies over 64 KB are parsed one member at a time: same result, same failures."""
+    text = json.dumps(items, separators=(blanks + "," + blanks, ": "))
+    padding = " " * 70_000
+    large = (padding + text + padding).encode()
+    assert decode_json(large) == decode_json(text.encode()) == json.loads(text)
+    if items:
+        with pytest.raises(DecodeError):
+            decode_json((text[:-1] + padding).encode())  # no closing bracket
+        with pytest.raises(DecodeError, match="Extra data"):
+            decode_json((padding + text + padding + "[]").encode())
