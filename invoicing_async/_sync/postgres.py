@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from invoicing_async._models.documents import dump_model, load_model
 from invoicing_async._sync import postgres_schema
 from invoicing_async._sync.postgres_connect import (
+    connect_kwargs,
     connection_pool,
     describe,
     error_for,
@@ -58,8 +59,11 @@ class PostgresStore:
     JSON), read back by the same `load_model`. JSONB would re-parse every document on
     write, reorder keys, and refuse a ``\\u0000`` in any string, failing a whole batch.
 
-    Every call is bounded by `timeout` on the client side as well, since a stopped or
-    unreachable server answers nothing, not even the server-side `statement_timeout`.
+    Timeouts (seconds): `timeout` bounds every call on the client side, since a stopped
+    or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
+    lets the server cancel a slow or blocked statement first, with a precise message;
+    `connect_timeout` bounds making a connection, `pool_timeout` waiting for one. They
+    apply to a pool the store makes; a shared pool keeps its own (see `connection_pool`).
     """
 
     def __init__(
@@ -69,6 +73,7 @@ class PostgresStore:
         account: str,
         migrate: bool = True,
         timeout: float = 30.0,
+        statement_timeout: float | None = None,
         connect_timeout: float = 5.0,
         pool_timeout: float = 10.0,
         max_connections: int = 4,
@@ -80,15 +85,19 @@ class PostgresStore:
         self.timeout = timeout
         self._migrate = migrate
         if isinstance(url_or_pool, str):
+            self._url: str | None = url_or_pool
+            statement = 0.8 * timeout if statement_timeout is None else statement_timeout
+            self._kwargs = connect_kwargs(connect_timeout, statement)
             self._pool = connection_pool(
                 url_or_pool,
                 max_size=max_connections,
                 connect_timeout=connect_timeout,
-                statement_timeout=timeout,
+                statement_timeout=statement,
                 pool_timeout=pool_timeout,
             )
             self._owns_pool = True
         else:
+            self._url = None
             self._pool = url_or_pool
             self._owns_pool = False
         self._where = where_of(str(self._pool.conninfo))
@@ -133,20 +142,32 @@ class PostgresStore:
             self._ready = True
 
     async def _open(self) -> None:
-        if self._owns_pool:
-            await self._pool.open(wait=True, timeout=self.timeout)
-        async with self._pool.connection(timeout=self._pool_timeout) as conn:
-            if self._migrate:
-                await postgres_schema.apply(conn, self._where)
-            else:
-                async with conn.transaction():
-                    version = await postgres_schema.read_version(conn, self._where)
-                if version < postgres_schema.SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self._where} has schema version {version}, older than this "
-                        f"package's {postgres_schema.SCHEMA_VERSION}: run `migrate` (or "
-                        "open the store with migrate=True) as a role that may create tables"
-                    )
+        if self._url is None:  # a shared pool: the pool's own connection
+            async with self._pool.connection(timeout=self._pool_timeout) as conn:
+                await self._check_schema(conn)
+            return
+        # Our pool: one connection first, so that a wrong URL, a missing database or a
+        # refused login fails now with the server's reason (a pool would retry until its
+        # timeout); it then checks the schema, and the pool fills in the background.
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
+        async with conn:
+            await self._check_schema(conn)
+        await self._pool.open(wait=False)
+
+    async def _check_schema(self, conn: Conn) -> None:
+        if self._migrate:
+            await postgres_schema.apply(conn, self._where)
+            return
+        async with conn.transaction():
+            version = await postgres_schema.read_version(conn, self._where)
+        if version < postgres_schema.SCHEMA_VERSION:
+            raise StoreError(
+                f"{self._where} has schema version {version}, older than this "
+                f"package's {postgres_schema.SCHEMA_VERSION}: run `migrate` (or "
+                "open the store with migrate=True) as a role that may create tables"
+            )
 
     async def _bounded(self, work: Callable[[], Awaitable[T]], doing: str) -> T:
         """Run `work` within `timeout` seconds, its psycopg errors as `StoreError`.
@@ -164,9 +185,14 @@ class PostgresStore:
             raise
         if not done:
             self._abandon(task)
+            landing = ""
+            if doing.startswith(("cannot write", "cannot save")):
+                landing = (
+                    "; the write may still land once the server answers (running it again is safe)"
+                )
             raise StoreError(
                 f"{doing} {self._where}: no answer within {self.timeout:g}s (check that the "
-                "server is up and responsive, and its load; or raise timeout=)"
+                f"server is up and responsive, and its load; or raise timeout=){landing}"
             )
         try:
             return task.result()

@@ -7,7 +7,7 @@ errors are told apart by SQLSTATE and class name; a URL's password never reaches
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from invoicing_async.errors import ConfigurationError, StoreError
 
@@ -18,7 +18,14 @@ if TYPE_CHECKING:
 
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
 
-__all__ = ["connection_pool", "describe", "error_for", "require_psycopg", "where_of"]
+__all__ = [
+    "connect_kwargs",
+    "connection_pool",
+    "describe",
+    "error_for",
+    "require_psycopg",
+    "where_of",
+]
 
 _INSTALL = "PostgresStore needs psycopg: pip install 'invoicing-async[postgres]'"
 
@@ -30,6 +37,18 @@ def require_psycopg() -> None:
         import psycopg_pool  # noqa: F401
     except ImportError:
         raise ConfigurationError(_INSTALL) from None
+
+
+def connect_kwargs(connect_timeout: float, statement_timeout: float) -> dict[str, Any]:
+    """Connection settings of the store's connections: autocommit (each statement is its
+    own transaction unless a call opens one) and the timeouts."""
+    return {
+        "autocommit": True,
+        # libpq takes whole seconds, and treats 1 as 2.
+        "connect_timeout": max(2, round(connect_timeout)),
+        "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+        "application_name": "invoicing-async store",
+    }
 
 
 def connection_pool(
@@ -54,13 +73,7 @@ def connection_pool(
         max_size=max_size,
         timeout=pool_timeout,
         open=False,
-        kwargs={
-            "autocommit": True,
-            # libpq takes whole seconds, and treats 1 as 2.
-            "connect_timeout": max(2, round(connect_timeout)),
-            "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
-            "application_name": "invoicing-async store",
-        },
+        kwargs=connect_kwargs(connect_timeout, statement_timeout),
     )
 
 

@@ -91,9 +91,15 @@ async def read_version(conn: AsyncConnection[TupleRow], where: str) -> int:
     Raises `StoreError` for a version newer than this package's, or for store tables
     without a version table (not ours, or damaged).
     """
+    # A scan of pg_class, not to_regclass(): name lookups go through a cache that a
+    # transaction waiting on the advisory lock may hold stale (tables another process
+    # created meanwhile look missing); locking pg_class to scan it also refreshes it.
     cursor = await conn.execute(
-        "SELECT to_regclass('invoicing_schema') IS NOT NULL,"
-        " to_regclass('invoicing_invoices') IS NOT NULL"
+        "SELECT coalesce(bool_or(c.relname = 'invoicing_schema'), false),"
+        " coalesce(bool_or(c.relname = 'invoicing_invoices'), false)"
+        " FROM pg_catalog.pg_class c"
+        " WHERE c.relnamespace = current_schema()::regnamespace"
+        " AND c.relname IN ('invoicing_schema', 'invoicing_invoices')"
     )
     row = await cursor.fetchone()
     assert row is not None
