@@ -50,7 +50,7 @@ class PostgresStore:
     """An account's invoices in PostgreSQL, beside other accounts' in the same tables.
 
     ``PostgresStore("postgresql://…", account="acme")`` makes and owns a pool;
-    ``PostgresStore(pool, account="acme")`` uses a shared one (see `connection_pool`)
+    ``PostgresStore(pool, account="acme")`` uses a shared one (see `PostgresStore.connection_pool`)
     and leaves it open on `close()`. The schema is migrated on first use unless
     ``migrate=False`` (then a database behind this package's schema is refused: run
     `migrate` as a role that may create tables).
@@ -63,7 +63,7 @@ class PostgresStore:
     or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
     lets the server cancel a slow or blocked statement first, with a precise message;
     `connect_timeout` bounds making a connection, `pool_timeout` waiting for one. They
-    apply to a pool the store makes; a shared pool keeps its own (see `connection_pool`).
+    apply to a pool the store makes; a shared pool keeps its own.
     """
 
     def __init__(
@@ -115,6 +115,25 @@ class PostgresStore:
         Safe from several processes at once; a newer database is refused (`StoreError`).
         """
         return await postgres_schema.migrate(url, timeout=timeout)
+
+    @staticmethod
+    def connection_pool(
+        url: str,
+        *,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 24.0,
+        pool_timeout: float = 10.0,
+    ) -> Pool:
+        """A pool (not opened yet) for many stores to share, set up as a store sets up its
+        own: autocommit and the timeouts. Open it with ``async with`` or ``await .open()``."""
+        return connection_pool(
+            url,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            pool_timeout=pool_timeout,
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where}, account={self.account!r})"
@@ -233,13 +252,16 @@ class PostgresStore:
     async def revisions(self) -> SyncRevisions:
         """Revision of every live invoice, streamed through a server-side cursor.
 
-        Rows come `itersize` at a time into two arrays of 64-bit integers, so a
+        Rows come 5,000 at a time (binary) into two arrays of 64-bit integers, so a
         million-invoice account costs ~16 MB here and never a million Python tuples.
         """
 
         async def read(conn: Conn) -> SyncRevisions:
             found = SyncRevisions()
-            async with conn.transaction(), conn.cursor(name="invoicing_revisions") as cursor:
+            async with (
+                conn.transaction(),
+                conn.cursor(name="invoicing_revisions", binary=True) as cursor,
+            ):
                 await cursor.execute(
                     "SELECT id, revision FROM invoicing_invoices"
                     " WHERE account = %s AND deleted_at IS NULL ORDER BY id",
@@ -408,8 +430,8 @@ class PostgresStore:
 _BATCH = """
 WITH input AS (
     SELECT * FROM unnest(
-        %(ids)s::bigint[], %(revisions)s::bigint[], %(numbers)s::text[],
-        %(states)s::text[], %(contacts)s::bigint[], %(documents)s::bytea[]
+        %(ids)b::bigint[], %(revisions)b::bigint[], %(numbers)b::text[],
+        %(states)b::text[], %(contacts)b::bigint[], %(documents)b::bytea[]
     ) WITH ORDINALITY AS t(id, revision, invoice_number, state, contact_id, document, ord)
 ),
 before AS (

@@ -56,7 +56,7 @@ def connection_pool(
     *,
     max_size: int = 10,
     connect_timeout: float = 5.0,
-    statement_timeout: float = 30.0,
+    statement_timeout: float = 24.0,
     pool_timeout: float = 10.0,
 ) -> Pool:
     """A pool configured as `PostgresStore` configures its own (not opened yet).

@@ -23,7 +23,6 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._sync.postgres import connection_pool
 from invoicing_async._sync.postgres_schema import SCHEMA_VERSION
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
@@ -66,7 +65,7 @@ async def test_two_accounts_in_one_database_are_isolated(postgres_url: str) -> N
 
 
 async def test_many_stores_share_one_pool_and_leave_it_open(postgres_url: str) -> None:
-    async with connection_pool(postgres_url, max_size=2) as pool:
+    async with PostgresStore.connection_pool(postgres_url, max_size=2) as pool:
         stores = [PostgresStore(pool, account=f"a{n}") for n in range(5)]
         await asyncio.gather(*(s.apply_batch([inv(n, n)]) for n, s in enumerate(stores)))
         for store in stores:
