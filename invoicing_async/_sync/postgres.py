@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from invoicing_async._models.documents import dump_model, load_model
 from invoicing_async._sync import postgres_schema
 from invoicing_async._sync.postgres_connect import (
+    BoundedCalls,
     connect_kwargs,
     connection_pool,
-    describe,
-    error_for,
     require_psycopg,
     where_of,
 )
@@ -36,8 +34,6 @@ if TYPE_CHECKING:
 
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
     Conn = AsyncConnection[TupleRow]
-
-logger = logging.getLogger("invoicing_async.sync")
 
 __all__ = ["PostgresStore", "connection_pool", "migrate"]
 
@@ -104,7 +100,7 @@ class PostgresStore:
         self._pool_timeout = pool_timeout
         self._ready = False
         self._opening = asyncio.Lock()
-        self._stragglers: set[asyncio.Task[Any]] = set()
+        self._calls = BoundedCalls(timeout, self._where)
 
     @staticmethod
     async def migrate(url: str, *, timeout: float = 60.0) -> list[int]:
@@ -157,7 +153,7 @@ class PostgresStore:
         async with self._opening:
             if self._ready:
                 return
-            await self._bounded(self._open, "cannot open")
+            await self._calls.run(self._open, "cannot open")
             self._ready = True
 
     async def _open(self) -> None:
@@ -188,47 +184,6 @@ class PostgresStore:
                 "open the store with migrate=True) as a role that may create tables"
             )
 
-    async def _bounded(self, work: Callable[[], Awaitable[T]], doing: str) -> T:
-        """Run `work` within `timeout` seconds, its psycopg errors as `StoreError`.
-
-        On timeout the work is cancelled but not awaited: psycopg may take seconds more to
-        give up on a server that does not answer, and the caller should not wait for that.
-        """
-        import psycopg
-
-        task = asyncio.ensure_future(work())
-        try:
-            done, _ = await asyncio.wait({task}, timeout=self.timeout)
-        except asyncio.CancelledError:
-            self._abandon(task)
-            raise
-        if not done:
-            self._abandon(task)
-            landing = ""
-            if doing.startswith(("cannot write", "cannot save")):
-                landing = (
-                    "; the write may still land once the server answers (running it again is safe)"
-                )
-            raise StoreError(
-                f"{doing} {self._where}: no answer within {self.timeout:g}s (check that the "
-                f"server is up and responsive, and its load; or raise timeout=){landing}"
-            )
-        try:
-            return task.result()
-        except psycopg.Error as exc:
-            raise error_for(doing, self._where, exc) from exc
-
-    def _abandon(self, task: asyncio.Task[Any]) -> None:
-        task.cancel()
-        self._stragglers.add(task)
-        task.add_done_callback(self._straggler_done)
-
-    def _straggler_done(self, task: asyncio.Task[Any]) -> None:
-        self._stragglers.discard(task)
-        error = None if task.cancelled() else task.exception()
-        if error is not None:  # retrieved, so asyncio does not log it as never retrieved
-            logger.debug("abandoned store call ended: %s", describe(error))
-
     async def _call(self, work: Callable[[Conn], Awaitable[T]], doing: str = "cannot use") -> T:
         """`work` on a pooled connection, after the store is open, bounded in time."""
         if not self._ready:
@@ -238,12 +193,11 @@ class PostgresStore:
             async with self._pool.connection(timeout=self._pool_timeout) as conn:
                 return await work(conn)
 
-        return await self._bounded(run, doing)
+        return await self._calls.run(run, doing)
 
     async def close(self) -> None:
         """Close the pool if this store made it; a shared pool stays open."""
-        if self._stragglers:
-            await asyncio.wait(set(self._stragglers), timeout=15.0)
+        await self._calls.drain()
         if self._owns_pool:
             await self._pool.close()
 
@@ -344,7 +298,7 @@ class PostgresStore:
     # -- writing ----------------------------------------------------------------------------
 
     async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
-        """Write a batch in one statement; see `_BATCH` for how rows are told apart.
+        """Write a batch in one statement; see `UPSERT_BATCH` for how rows are told apart.
 
         An id given twice is written once, at its highest revision (the later one of
         equal revisions), and reported once.
@@ -370,7 +324,7 @@ class PostgresStore:
         }
 
         async def write(conn: Conn) -> list[tuple[int, str]]:
-            cursor = await conn.execute(_BATCH, params)
+            cursor = await conn.execute(postgres_schema.UPSERT_BATCH, params)
             return [(int(ident), str(outcome)) for ident, outcome in await cursor.fetchall()]
 
         outcomes = await self._call(write, "cannot write a batch to")
@@ -419,46 +373,3 @@ class PostgresStore:
                     )
 
         await self._call(write, "cannot save the pending plan to")
-
-
-# One statement a batch. All its parts see the table as it was before the statement, so
-# `before` holds each id's state then: an id that was a tombstone (revived) counts as
-# created, as SQLiteStore counts it. The upsert skips a row whose stored revision is
-# newer (unless it was a tombstone): such ids do not come back from `written`, and are
-# stale. Rows are inserted in id order so that concurrent batches lock
-# overlapping rows in one order and cannot deadlock.
-_BATCH = """
-WITH input AS (
-    SELECT * FROM unnest(
-        %(ids)b::bigint[], %(revisions)b::bigint[], %(numbers)b::text[],
-        %(states)b::text[], %(contacts)b::bigint[], %(documents)b::bytea[]
-    ) WITH ORDINALITY AS t(id, revision, invoice_number, state, contact_id, document, ord)
-),
-before AS (
-    SELECT cur.id, cur.deleted_at IS NOT NULL AS tombstone
-    FROM invoicing_invoices cur JOIN input USING (id)
-    WHERE cur.account = %(account)s
-),
-written AS (
-    INSERT INTO invoicing_invoices AS cur (account, id, revision, invoice_number, state,
-                                           contact_id, document, synced_at, deleted_at)
-    SELECT %(account)s, id, revision, invoice_number, state, contact_id, document, now(), NULL
-    FROM input ORDER BY id
-    ON CONFLICT (account, id) DO UPDATE SET
-        revision = excluded.revision, invoice_number = excluded.invoice_number,
-        state = excluded.state, contact_id = excluded.contact_id,
-        document = excluded.document, synced_at = excluded.synced_at, deleted_at = NULL
-    WHERE cur.deleted_at IS NOT NULL OR excluded.revision >= cur.revision
-    RETURNING cur.id, cur.xmax = 0 AS inserted
-),
-unpended AS (
-    DELETE FROM invoicing_pending p USING input
-    WHERE p.account = %(account)s AND p.id = input.id
-)
-SELECT input.id,
-       CASE WHEN w.id IS NULL THEN 'stale'
-            WHEN w.inserted OR coalesce(b.tombstone, false) THEN 'created'
-            ELSE 'updated' END
-FROM input LEFT JOIN written w USING (id) LEFT JOIN before b USING (id)
-ORDER BY input.ord
-"""

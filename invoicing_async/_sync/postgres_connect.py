@@ -7,7 +7,10 @@ errors are told apart by SQLSTATE and class name; a URL's password never reaches
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async.errors import ConfigurationError, StoreError
 
@@ -18,7 +21,12 @@ if TYPE_CHECKING:
 
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
 
+logger = logging.getLogger("invoicing_async.sync")
+
+T = TypeVar("T")
+
 __all__ = [
+    "BoundedCalls",
     "connect_kwargs",
     "connection_pool",
     "describe",
@@ -142,3 +150,63 @@ def _advice(exc: BaseException) -> str:
 def error_for(doing: str, where: str, exc: BaseException) -> StoreError:
     """A `StoreError` naming the database, psycopg's cause and what to check."""
     return StoreError(f"{doing} {where}: {describe(exc)} ({_advice(exc)})")
+
+
+class BoundedCalls:
+    """Store calls bounded in time on the client side, psycopg's errors as `StoreError`.
+
+    A stopped server answers nothing, not even its own statement_timeout, and psycopg
+    may take seconds more to give up on a cancelled query: a call past `timeout` raises
+    at once, and its work is left to end in the background (`drain()` waits for it).
+    """
+
+    def __init__(self, timeout: float, where: str) -> None:
+        self.timeout = timeout
+        self._where = where
+        self._stragglers: set[asyncio.Task[Any]] = set()
+
+    async def run(self, work: Callable[[], Awaitable[T]], doing: str) -> T:
+        """Run `work` within `timeout` seconds, its psycopg errors as `StoreError`.
+
+        On timeout the work is cancelled but not awaited: psycopg may take seconds more to
+        give up on a server that does not answer, and the caller should not wait for that.
+        """
+        import psycopg
+
+        task = asyncio.ensure_future(work())
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.timeout)
+        except asyncio.CancelledError:
+            self._abandon(task)
+            raise
+        if not done:
+            self._abandon(task)
+            landing = ""
+            if doing.startswith(("cannot write", "cannot save")):
+                landing = (
+                    "; the write may still land once the server answers (running it again is safe)"
+                )
+            raise StoreError(
+                f"{doing} {self._where}: no answer within {self.timeout:g}s (check that the "
+                f"server is up and responsive, and its load; or raise timeout=){landing}"
+            )
+        try:
+            return task.result()
+        except psycopg.Error as exc:
+            raise error_for(doing, self._where, exc) from exc
+
+    def _abandon(self, task: asyncio.Task[Any]) -> None:
+        task.cancel()
+        self._stragglers.add(task)
+        task.add_done_callback(self._straggler_done)
+
+    def _straggler_done(self, task: asyncio.Task[Any]) -> None:
+        self._stragglers.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:  # retrieved, so asyncio does not log it as never retrieved
+            logger.debug("abandoned store call ended: %s", describe(error))
+
+    async def drain(self, timeout: float = 15.0) -> None:
+        """Wait (a bounded time) for abandoned calls to end, before closing the pool."""
+        if self._stragglers:
+            await asyncio.wait(set(self._stragglers), timeout=timeout)

@@ -181,3 +181,46 @@ async def _migrate(url: str, where: str, timeout: float) -> list[int]:
     )
     async with conn:
         return await apply(conn, where)
+
+
+# One statement a batch. All its parts see the table as it was before the statement, so
+# `before` holds each id's state then: an id that was a tombstone (revived) counts as
+# created, as SQLiteStore counts it. The upsert skips a row whose stored revision is
+# newer (unless it was a tombstone): such ids do not come back from `written`, and are
+# stale. Rows are inserted in id order so that concurrent batches lock
+# overlapping rows in one order and cannot deadlock.
+UPSERT_BATCH = """
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)b::bigint[], %(revisions)b::bigint[], %(numbers)b::text[],
+        %(states)b::text[], %(contacts)b::bigint[], %(documents)b::bytea[]
+    ) WITH ORDINALITY AS t(id, revision, invoice_number, state, contact_id, document, ord)
+),
+before AS (
+    SELECT cur.id, cur.deleted_at IS NOT NULL AS tombstone
+    FROM invoicing_invoices cur JOIN input USING (id)
+    WHERE cur.account = %(account)s
+),
+written AS (
+    INSERT INTO invoicing_invoices AS cur (account, id, revision, invoice_number, state,
+                                           contact_id, document, synced_at, deleted_at)
+    SELECT %(account)s, id, revision, invoice_number, state, contact_id, document, now(), NULL
+    FROM input ORDER BY id
+    ON CONFLICT (account, id) DO UPDATE SET
+        revision = excluded.revision, invoice_number = excluded.invoice_number,
+        state = excluded.state, contact_id = excluded.contact_id,
+        document = excluded.document, synced_at = excluded.synced_at, deleted_at = NULL
+    WHERE cur.deleted_at IS NOT NULL OR excluded.revision >= cur.revision
+    RETURNING cur.id, cur.xmax = 0 AS inserted
+),
+unpended AS (
+    DELETE FROM invoicing_pending p USING input
+    WHERE p.account = %(account)s AND p.id = input.id
+)
+SELECT input.id,
+       CASE WHEN w.id IS NULL THEN 'stale'
+            WHEN w.inserted OR coalesce(b.tombstone, false) THEN 'created'
+            ELSE 'updated' END
+FROM input LEFT JOIN written w USING (id) LEFT JOIN before b USING (id)
+ORDER BY input.ord
+"""
