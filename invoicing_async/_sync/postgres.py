@@ -247,11 +247,12 @@ class PostgresStore:
         return found[0] if found else None
 
     async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
-        found = await self._select("invoice_number = %s", (invoice_number,))
-        return found[0] if found else None
+        found = await self._select("invoice_number = %s", (_column(invoice_number),))
+        return next((inv for inv in found if inv.invoice_id == invoice_number), None)
 
     async def by_state(self, state: str) -> list[Invoice]:
-        return await self._select("state = %s", (state,))
+        found = await self._select("state = %s", (_column(state),))
+        return [inv for inv in found if inv.state == state]
 
     async def by_contact(self, contact_id: int) -> list[Invoice]:
         return await self._select("contact_id = %s", (contact_id,))
@@ -317,8 +318,8 @@ class PostgresStore:
             "account": self.account,
             "ids": [inv.id for inv in chosen],
             "revisions": [inv.revision or 0 for inv in chosen],
-            "numbers": [inv.invoice_id for inv in chosen],
-            "states": [inv.state for inv in chosen],
+            "numbers": [_column(inv.invoice_id) for inv in chosen],
+            "states": [_column(inv.state) for inv in chosen],
             "contacts": [inv.contact_id for inv in chosen],
             "documents": [dump_model(inv, "json", mode="document") for inv in chosen],
         }
@@ -373,3 +374,9 @@ class PostgresStore:
                     )
 
         await self._call(write, "cannot save the pending plan to")
+
+
+def _column(text: str | None) -> str | None:
+    """A string for a text column: PostgreSQL's text cannot hold NUL, so it is stored as
+    U+FFFD (the document keeps the original; lookups compare against the document)."""
+    return None if text is None else text.replace("\x00", "\ufffd")

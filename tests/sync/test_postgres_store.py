@@ -131,11 +131,16 @@ async def test_a_cancelled_batch_is_all_or_nothing(postgres_url: str) -> None:
 
 async def test_documents_round_trip_byte_for_byte(postgres_url: str) -> None:
     # A NUL in a string is why documents are BYTEA: JSONB refuses "\u0000".
-    odd = m.Invoice(id=1, revision=1, po_number="nul\x00 snow☃ \U0001f600", invoice_id="2024-1")
+    odd = m.Invoice(id=1, revision=1, po_number="nul\x00 snow☃ \U0001f600", invoice_id="24\x001")
+    near = m.Invoice(
+        id=2, revision=1, invoice_id="24\ufffd1", state="open"
+    )  # the column's stand-in
     async with PostgresStore(postgres_url, account="acme") as store:
-        assert (await store.apply_batch([odd])).created == [1]
+        assert (await store.apply_batch([odd, near])).created == [1, 2]
         assert await store.get(1) == odd
-        assert await store.get_by_invoice_number("2024-1") == odd
+        assert await store.get_by_invoice_number("24\x001") == odd
+        assert await store.get_by_invoice_number("24\ufffd1") == near
+        assert await store.by_state("open") == [near]
 
 
 # -- schema ---------------------------------------------------------------------------------
