@@ -362,6 +362,7 @@ async def test_an_unreachable_server_or_missing_database_is_named(
     closed = PostgresStore(
         f"postgresql://me:hunter2@127.0.0.1:{free_port()}/db", account="acme", timeout=5
     )
+    assert "hunter2" not in repr(closed)
     with pytest.raises(ia.StoreError) as caught:
         await closed.revisions()
     await closed.close()
