@@ -3,6 +3,7 @@
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.memory import MemoryStore
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, plan_sync
+from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.push import PushReceiver, follow_pushes
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
 from invoicing_async._sync.sqlite import SQLiteStore
@@ -14,6 +15,7 @@ __all__ = [
     "BatchResult",
     "MemoryStore",
     "PendingEntry",
+    "PostgresStore",
     "PushReceiver",
     "SQLiteStore",
     "Store",

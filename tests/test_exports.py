@@ -104,6 +104,7 @@ PUBLIC: dict[str, set[str]] = {
         "BatchResult",
         "MemoryStore",
         "PendingEntry",
+        "PostgresStore",
         "PushReceiver",
         "SQLiteStore",
         "Store",

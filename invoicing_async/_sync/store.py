@@ -41,8 +41,12 @@ class Store(Protocol):
     revisions) in one transaction, so a crash leaves either all of it or none.
     """
 
-    async def revisions(self) -> dict[int, int]:
-        """Revision of every live (not deleted) invoice, by id."""
+    async def revisions(self) -> Mapping[int, int]:
+        """Revision of every live (not deleted) invoice, by id.
+
+        A mapping, not necessarily a dict: a large store returns the compact
+        `SyncRevisions` (two arrays of 64-bit integers) instead of a million-entry dict.
+        """
         ...
 
     async def get(self, invoice_id: int) -> Invoice | None:

@@ -1,4 +1,7 @@
-"""A sync run in its own process, for the crash tests: argv = base_url user password ca db."""
+"""A sync run in its own process, for the crash tests: argv = base_url user password ca db.
+
+`db` is a SQLite path, or a ``postgresql://`` URL (the store's account is "crashy").
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,14 @@ import ssl
 import sys
 
 import invoicing_async as ia
-from invoicing_async.sync import SQLiteStore, SyncEngine
+from invoicing_async.sync import PostgresStore, SQLiteStore, SyncEngine
+
+
+def open_store(db: str, account: str = "crashy") -> SQLiteStore | PostgresStore:
+    """The store at `db`: a ``postgresql://`` URL, else a SQLite path."""
+    if db.startswith("postgresql://"):
+        return PostgresStore(db, account=account)
+    return SQLiteStore(db)
 
 
 async def main(base_url: str, user: str, password: str, ca: str, db: str) -> None:
@@ -20,7 +30,7 @@ async def main(base_url: str, user: str, password: str, ca: str, db: str) -> Non
             ssl=context,
             budget=ia.RateBudget(limit=100_000),
         ) as client,
-        SQLiteStore(db) as store,
+        open_store(db) as store,
     ):
         print("started", flush=True)
         await SyncEngine(client, store, concurrency=1).run()

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from invoicing_async.sync import SQLiteStore, SyncEngine, plan_sync
+from invoicing_async.sync import SyncEngine, plan_sync
 from invoicing_async.testing import FakeInvoicingService
+from tests.reliability.sync_child import open_store
 
 INVOICES = 1200
 KILLS = 50
 
 
-async def child(service: FakeInvoicingService, ca: Path, db: Path) -> asyncio.subprocess.Process:
+async def child(service: FakeInvoicingService, ca: Path, db: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -26,7 +27,7 @@ async def child(service: FakeInvoicingService, ca: Path, db: Path) -> asyncio.su
         service.username,
         service.password,
         str(ca),
-        str(db),
+        db,
         stdout=asyncio.subprocess.PIPE,
         cwd=Path(__file__).parents[2],
     )
@@ -36,9 +37,9 @@ def count(service: FakeInvoicingService, suffix: str, since: int = 0) -> int:
     return sum(1 for r in service.account.requests[since:] if r.path.endswith(suffix))
 
 
-async def needed(service: FakeInvoicingService, db: Path) -> int:
+async def needed(service: FakeInvoicingService, db: str) -> int:
     """Invoices the store still lacks or has in an older revision."""
-    async with SQLiteStore(db) as store:
+    async with open_store(db) as store:
         plan = plan_sync(service.account.sync_list(), await store.revisions(), {})
     return len(plan.to_fetch)
 
@@ -46,8 +47,9 @@ async def needed(service: FakeInvoicingService, db: Path) -> int:
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_sigkill_at_random_points_converges(
-    tmp_path: Path, record: list[dict[str, object]]
+    tmp_path: Path, record: list[dict[str, object]], backend: str, request: pytest.FixtureRequest
 ) -> None:
     rng = random.Random(2014)
     async with FakeInvoicingService(invoices=INVOICES, seed=12, limit=100_000) as service:
@@ -56,7 +58,11 @@ async def test_sigkill_at_random_points_converges(
         account.faults.latency = 0.03  # a sync takes long enough to be interrupted
         ca = tmp_path / "ca.pem"
         service.write_ca(ca)
-        db = tmp_path / "crashy.db"
+        # PostgreSQL: the clean copy is another account of the same database.
+        if backend == "postgres":
+            db = clean_db = request.getfixturevalue("postgres_url")
+        else:
+            db, clean_db = str(tmp_path / "crashy.db"), str(tmp_path / "clean.db")
         interrupted = 0
         worst_waste = 0
         for _ in range(KILLS):
@@ -93,10 +99,10 @@ async def test_sigkill_at_random_points_converges(
         assert await needed(service, db) == 0
         async with (
             service.client(format="json") as client,
-            SQLiteStore(tmp_path / "clean.db") as clean,
+            open_store(clean_db, account="clean") as clean,
         ):
             await SyncEngine(client, clean).run()
-            async with SQLiteStore(db) as crashed:
+            async with open_store(db) as crashed:
                 assert await crashed.revisions() == await clean.revisions()
                 for ident in sorted(account.invoices)[:: INVOICES // 60]:
                     assert await crashed.get(ident) == await clean.get(ident)
@@ -104,7 +110,7 @@ async def test_sigkill_at_random_points_converges(
     assert interrupted >= KILLS // 2  # most kills landed mid-sync
     record.append(
         {
-            "scenario": "SIGKILL at random points, then resume",
+            "scenario": f"SIGKILL at random points, then resume ({backend})",
             "runs": KILLS + 1,
             "faults": f"{KILLS} kills, {interrupted} mid-sync",
             "invoices": INVOICES,

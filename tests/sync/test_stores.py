@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from invoicing_async import models as m
-from invoicing_async.sync import MemoryStore, PendingEntry, SQLiteStore, Store
+from invoicing_async.sync import MemoryStore, PendingEntry, PostgresStore, SQLiteStore, Store
 
 AT = dt.datetime(2014, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -18,9 +18,15 @@ def inv(ident: int, revision: int, po: str = "") -> m.Invoice:
     return m.Invoice(id=ident, revision=revision, po_number=po or f"r{revision}", state="open")
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    made: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+    made: Store
+    if request.param == "memory":
+        made = MemoryStore()
+    elif request.param == "sqlite":
+        made = SQLiteStore(tmp_path / "s.db")
+    else:  # a fresh database of the suite's own server (tests/servers.py)
+        made = PostgresStore(request.getfixturevalue("postgres_url"), account="acme")
     yield made
     await made.close()
 

@@ -1,0 +1,382 @@
+"""`PostgresStore`: many accounts' invoices in one PostgreSQL database.
+
+Rows are keyed by (account, id), so one database (and one connection pool) serves any
+number of accounts. Each call is one round trip where it can be: a batch is one
+``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` statement that also says which rows it
+created, updated or left alone as stale. Needs the ``[postgres]`` extra (psycopg 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
+
+from invoicing_async._models.documents import dump_model, load_model
+from invoicing_async._sync import postgres_schema
+from invoicing_async._sync.postgres_connect import (
+    BoundedCalls,
+    connect_kwargs,
+    connection_pool,
+    require_psycopg,
+    where_of,
+)
+from invoicing_async._sync.store import BatchResult, PendingEntry
+from invoicing_async.errors import ConfigurationError, StoreError
+from invoicing_async.models import Invoice, SyncRevisions
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+    from psycopg_pool import AsyncConnectionPool
+
+    Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+    Conn = AsyncConnection[TupleRow]
+
+__all__ = ["PostgresStore", "connection_pool", "migrate"]
+
+migrate = postgres_schema.migrate
+
+T = TypeVar("T")
+
+
+class PostgresStore:
+    """An account's invoices in PostgreSQL, beside other accounts' in the same tables.
+
+    ``PostgresStore("postgresql://…", account="acme")`` makes and owns a pool;
+    ``PostgresStore(pool, account="acme")`` uses a shared one (see `PostgresStore.connection_pool`)
+    and leaves it open on `close()`. The schema is migrated on first use unless
+    ``migrate=False`` (then a database behind this package's schema is refused: run
+    `migrate` as a role that may create tables).
+
+    Documents are stored as BYTEA: the exact bytes `SQLiteStore` keeps (the document's
+    JSON), read back by the same `load_model`. JSONB would re-parse every document on
+    write, reorder keys, and refuse a ``\\u0000`` in any string, failing a whole batch.
+
+    Timeouts (seconds): `timeout` bounds every call on the client side, since a stopped
+    or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
+    lets the server cancel a slow or blocked statement first, with a precise message;
+    `connect_timeout` bounds making a connection, `pool_timeout` waiting for one. They
+    apply to a pool the store makes; a shared pool keeps its own.
+    """
+
+    def __init__(
+        self,
+        url_or_pool: str | Pool,
+        *,
+        account: str,
+        migrate: bool = True,
+        timeout: float = 30.0,
+        statement_timeout: float | None = None,
+        connect_timeout: float = 5.0,
+        pool_timeout: float = 10.0,
+        max_connections: int = 4,
+    ) -> None:
+        require_psycopg()
+        if not isinstance(account, str) or not account:
+            raise ConfigurationError("PostgresStore needs an account name (a non-empty string)")
+        self.account = account
+        self.timeout = timeout
+        self._migrate = migrate
+        if isinstance(url_or_pool, str):
+            self._url: str | None = url_or_pool
+            statement = 0.8 * timeout if statement_timeout is None else statement_timeout
+            self._kwargs = connect_kwargs(connect_timeout, statement)
+            self._pool = connection_pool(
+                url_or_pool,
+                max_size=max_connections,
+                connect_timeout=connect_timeout,
+                statement_timeout=statement,
+                pool_timeout=pool_timeout,
+            )
+            self._owns_pool = True
+        else:
+            self._url = None
+            self._pool = url_or_pool
+            self._owns_pool = False
+        self._where = where_of(str(self._pool.conninfo))
+        self._pool_timeout = pool_timeout
+        self._ready = False
+        self._opening = asyncio.Lock()
+        self._calls = BoundedCalls(timeout, self._where)
+
+    @staticmethod
+    async def migrate(url: str, *, timeout: float = 60.0) -> list[int]:
+        """Bring the schema of the database at `url` up to date; the versions applied.
+
+        For a deployment step (``invoicing-async db migrate``) run by a role that may create
+        tables, so that stores can then run with ``migrate=False`` and fewer privileges.
+        Safe from several processes at once; a newer database is refused (`StoreError`).
+        """
+        return await postgres_schema.migrate(url, timeout=timeout)
+
+    @staticmethod
+    def connection_pool(
+        url: str,
+        *,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 24.0,
+        pool_timeout: float = 10.0,
+    ) -> Pool:
+        """A pool (not opened yet) for many stores to share, set up as a store sets up its
+        own: autocommit and the timeouts. Open it with ``async with`` or ``await .open()``."""
+        return connection_pool(
+            url,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            pool_timeout=pool_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._where}, account={self.account!r})"
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the pool (when it is ours) and check or migrate the schema; done once."""
+        async with self._opening:
+            if self._ready:
+                return
+            await self._calls.run(self._open, "cannot open")
+            self._ready = True
+
+    async def _open(self) -> None:
+        if self._url is None:  # a shared pool: the pool's own connection
+            async with self._pool.connection(timeout=self._pool_timeout) as conn:
+                await self._check_schema(conn)
+            return
+        # Our pool: one connection first, so that a wrong URL, a missing database or a
+        # refused login fails now with the server's reason (a pool would retry until its
+        # timeout); it then checks the schema, and the pool fills in the background.
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
+        async with conn:
+            await self._check_schema(conn)
+        await self._pool.open(wait=False)
+
+    async def _check_schema(self, conn: Conn) -> None:
+        if self._migrate:
+            await postgres_schema.apply(conn, self._where)
+            return
+        async with conn.transaction():
+            version = await postgres_schema.read_version(conn, self._where)
+        if version < postgres_schema.SCHEMA_VERSION:
+            raise StoreError(
+                f"{self._where} has schema version {version}, older than this "
+                f"package's {postgres_schema.SCHEMA_VERSION}: run `migrate` (or "
+                "open the store with migrate=True) as a role that may create tables"
+            )
+
+    async def _call(self, work: Callable[[Conn], Awaitable[T]], doing: str = "cannot use") -> T:
+        """`work` on a pooled connection, after the store is open, bounded in time."""
+        if not self._ready:
+            await self.open()
+
+        async def run() -> T:
+            async with self._pool.connection(timeout=self._pool_timeout) as conn:
+                return await work(conn)
+
+        return await self._calls.run(run, doing)
+
+    async def close(self) -> None:
+        """Close the pool if this store made it; a shared pool stays open."""
+        await self._calls.drain()
+        if self._owns_pool:
+            await self._pool.close()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def revisions(self) -> SyncRevisions:
+        """Revision of every live invoice, streamed through a server-side cursor.
+
+        Rows come 5,000 at a time (binary) into two arrays of 64-bit integers, so a
+        million-invoice account costs ~16 MB here and never a million Python tuples.
+        """
+
+        async def read(conn: Conn) -> SyncRevisions:
+            found = SyncRevisions()
+            async with (
+                conn.transaction(),
+                conn.cursor(name="invoicing_revisions", binary=True) as cursor,
+            ):
+                await cursor.execute(
+                    "SELECT id, revision FROM invoicing_invoices"
+                    " WHERE account = %s AND deleted_at IS NULL ORDER BY id",
+                    (self.account,),
+                )
+                while rows := await cursor.fetchmany(5000):
+                    for ident, revision in rows:
+                        found.add(ident, revision)
+            return found
+
+        return await self._call(read, "cannot read revisions from")
+
+    async def _select(
+        self, where: str, args: tuple[object, ...], limit: int | None = None
+    ) -> list[Invoice]:
+        async def read(conn: Conn) -> list[bytes]:
+            cursor = await conn.execute(
+                "SELECT document FROM invoicing_invoices WHERE account = %s"
+                f" AND deleted_at IS NULL AND {where} ORDER BY id LIMIT %s",
+                (self.account, *args, limit),
+            )
+            return [bytes(doc) for (doc,) in await cursor.fetchall()]
+
+        docs = await self._call(read, "cannot read from")
+        return [load_model(doc, "json", Invoice) for doc in docs]
+
+    async def get(self, invoice_id: int) -> Invoice | None:
+        found = await self._select("id = %s", (invoice_id,))
+        return found[0] if found else None
+
+    async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
+        found = await self._select("invoice_number = %s", (_column(invoice_number),))
+        return next((inv for inv in found if inv.invoice_id == invoice_number), None)
+
+    async def by_state(self, state: str) -> list[Invoice]:
+        found = await self._select("state = %s", (_column(state),))
+        return [inv for inv in found if inv.state == state]
+
+    async def by_contact(self, contact_id: int) -> list[Invoice]:
+        return await self._select("contact_id = %s", (contact_id,))
+
+    async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
+        """Every live invoice, by id, `page` rows a query: no connection is held between
+        pages, so a slow consumer pins nothing on the server."""
+        after = -(2**63)
+        while True:
+            batch = await self._select("id > %s", (after,), limit=page)
+            for invoice in batch:
+                yield invoice
+            if len(batch) < page:
+                return
+            after = batch[-1].id or after
+
+    async def deleted(self) -> dict[int, dt.datetime]:
+        """Tombstones: id -> when the engine saw the invoice gone."""
+
+        async def read(conn: Conn) -> dict[int, dt.datetime]:
+            cursor = await conn.execute(
+                "SELECT id, deleted_at FROM invoicing_invoices"
+                " WHERE account = %s AND deleted_at IS NOT NULL",
+                (self.account,),
+            )
+            return dict(await cursor.fetchall())
+
+        return await self._call(read, "cannot read tombstones from")
+
+    async def pending(self) -> dict[int, PendingEntry]:
+        async def read(conn: Conn) -> dict[int, PendingEntry]:
+            cursor = await conn.execute(
+                "SELECT id, revision, attempts, quarantined, since FROM invoicing_pending"
+                " WHERE account = %s",
+                (self.account,),
+            )
+            return {
+                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=q, since=t)
+                for i, rev, att, q, t in await cursor.fetchall()
+            }
+
+        return await self._call(read, "cannot read the pending plan from")
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
+        """Write a batch in one statement; see `UPSERT_BATCH` for how rows are told apart.
+
+        An id given twice is written once, at its highest revision (the later one of
+        equal revisions), and reported once.
+        """
+        latest: dict[int, Invoice] = {}
+        for inv in invoices:
+            if inv.id is None:
+                continue
+            before = latest.get(inv.id)
+            if before is None or (inv.revision or 0) >= (before.revision or 0):
+                latest[inv.id] = inv
+        if not latest:
+            return BatchResult(created=[], updated=[], stale=[])
+        chosen = list(latest.values())
+        params = {
+            "account": self.account,
+            "ids": [inv.id for inv in chosen],
+            "revisions": [inv.revision or 0 for inv in chosen],
+            "numbers": [_column(inv.invoice_id) for inv in chosen],
+            "states": [_column(inv.state) for inv in chosen],
+            "contacts": [inv.contact_id for inv in chosen],
+            "documents": [dump_model(inv, "json", mode="document") for inv in chosen],
+        }
+
+        async def write(conn: Conn) -> list[tuple[int, str]]:
+            cursor = await conn.execute(postgres_schema.UPSERT_BATCH, params)
+            return [(int(ident), str(outcome)) for ident, outcome in await cursor.fetchall()]
+
+        outcomes = await self._call(write, "cannot write a batch to")
+        sorted_out: dict[str, list[int]] = {"created": [], "updated": [], "stale": []}
+        for ident, outcome in outcomes:
+            sorted_out[outcome].append(ident)
+        return BatchResult(**sorted_out)
+
+    async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
+        id_list = sorted(set(ids))
+        if not id_list:
+            return 0
+
+        async def write(conn: Conn) -> int:
+            cursor = await conn.execute(
+                "UPDATE invoicing_invoices SET deleted_at = %s WHERE account = %s"
+                " AND deleted_at IS NULL AND id = ANY(%s::bigint[])",
+                (at, self.account, id_list),
+            )
+            return cursor.rowcount
+
+        return await self._call(write, "cannot write deletions to")
+
+    async def save_pending(self, entries: Mapping[int, PendingEntry]) -> None:
+        rows = sorted(entries.values(), key=lambda e: e.id)
+
+        async def write(conn: Conn) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    "DELETE FROM invoicing_pending WHERE account = %s", (self.account,)
+                )
+                if rows:
+                    await conn.execute(
+                        "INSERT INTO invoicing_pending"
+                        " (account, id, revision, attempts, quarantined, since)"
+                        " SELECT %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::integer[],"
+                        " %s::boolean[], %s::double precision[])",
+                        (
+                            self.account,
+                            [e.id for e in rows],
+                            [e.revision for e in rows],
+                            [e.attempts for e in rows],
+                            [e.quarantined for e in rows],
+                            [e.since for e in rows],
+                        ),
+                    )
+
+        await self._call(write, "cannot save the pending plan to")
+
+
+def _column(text: str | None) -> str | None:
+    """A string for a text column: PostgreSQL's text cannot hold NUL, so it is stored as
+    U+FFFD (the document keeps the original; lookups compare against the document)."""
+    return None if text is None else text.replace("\x00", "\ufffd")
