@@ -23,6 +23,7 @@ MODULES = [
     "bench_budget",
     "bench_budget_shared",
     "bench_stall",
+    "bench_handwritten",
     "bench_accounts",
 ]
 RESULTS = Path(__file__).parent / "results"
