@@ -24,7 +24,7 @@ from invoicing_async._models.payloads import (
     unwrap_root,
 )
 from invoicing_async._models.session import SyncEntry, SyncRevisions
-from invoicing_async._wire.json import decode_json, iter_json_array
+from invoicing_async._wire.json import decode_json, encode_document, iter_json_array
 from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
@@ -189,9 +189,15 @@ def each_model_batch(
         emit(batch)
 
 
-def load_each(body: bytes, fmt: Format, cls: type[M]) -> tuple[list[M], list[MemberError]]:
+def load_each(
+    body: bytes, fmt: Format, cls: type[M], documents: list[bytes] | None = None
+) -> tuple[list[M], list[MemberError]]:
     """Like `load_list`, but each member on its own: one that cannot be read is set aside
-    (with its id when it has a readable one) instead of failing its neighbours."""
+    (with its id when it has a readable one) instead of failing its neighbours.
+
+    With `documents`, each model's member is also appended there as a stored document
+    (`encode_document`, in step with the models), so a store need not encode it again.
+    """
     single, many = ROOTS[cls]
     models: list[M] = []
     failed: list[MemberError] = []
@@ -201,6 +207,9 @@ def load_each(body: bytes, fmt: Format, cls: type[M]) -> tuple[list[M], list[Mem
             models.append(structure(member, cls))
         except DecodeError as exc:
             failed.append(MemberError(ident=_member_id(member), error=str(exc)))
+            return
+        if documents is not None:
+            documents.append(encode_document(single, member))
 
     each_member(body, fmt, single, many, add)
     return models, failed

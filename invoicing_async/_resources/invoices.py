@@ -44,6 +44,8 @@ class FetchedBatch:
     invoices: builtins.list[Invoice]
     server_time: float | None
     unreadable: builtins.list[MemberError] = attrs.field(factory=list)
+    # Each invoice as a stored document, in step with `invoices` (empty: encode anew).
+    documents: builtins.list[bytes] = attrs.field(factory=list, repr=False)
 
 
 class InvoicesResource(Resource):
@@ -222,9 +224,15 @@ class InvoicesResource(Resource):
         response = await self._transport.request(
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
-        invoices, unreadable = await decode_off_loop(load_each, response.body, self._fmt, Invoice)
+        documents: builtins.list[bytes] = []
+        invoices, unreadable = await decode_off_loop(
+            load_each, response.body, self._fmt, Invoice, documents
+        )
         return FetchedBatch(
-            invoices=invoices, server_time=server_time(response.headers), unreadable=unreadable
+            invoices=invoices,
+            server_time=server_time(response.headers),
+            unreadable=unreadable,
+            documents=documents,
         )
 
     # -- helpers ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import attrs
 from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
-from invoicing_async._sync.store import PendingEntry
+from invoicing_async._sync.store import PendingEntry, takes_documents
 from invoicing_async.errors import (
     APIConnectionError,
     DecodeError,
@@ -71,6 +71,7 @@ class FetchRun:
         max_attempts: int | None = None,
     ) -> None:
         self.engine = engine
+        self.store_takes_documents = takes_documents(engine.store)
         self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
@@ -196,7 +197,15 @@ class FetchRun:
                 len(reply),
                 len(invoices),
             )
-        result = await engine.store.apply_batch(invoices)
+        documents = None
+        if self.store_takes_documents and len(batch.documents) == len(reply):
+            by_object = {id(inv): doc for inv, doc in zip(reply, batch.documents, strict=True)}
+            documents = [by_object[id(inv)] for inv in invoices]
+        result = await (
+            engine.store.apply_batch(invoices, documents)
+            if documents is not None
+            else engine.store.apply_batch(invoices)
+        )
         for invoice in invoices:
             if invoice.id is not None and engine.read_too_early(invoice, batch.server_time):
                 self.rechecks[invoice.id] = PendingEntry(

@@ -45,7 +45,11 @@ class MemoryStore:
             if ident not in self.deleted:
                 yield self.invoices[ident]
 
-    async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
+    async def apply_batch(
+        self,
+        invoices: Sequence[Invoice],
+        documents: Sequence[bytes] | None = None,  # noqa: ARG002 - keeps models, not documents
+    ) -> BatchResult:
         created: list[int] = []
         updated: list[int] = []
         stale: list[int] = []

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
-from invoicing_async._models.documents import dump_model, load_model
+from invoicing_async._models.documents import load_model
 from invoicing_async._sync import postgres_schema
 from invoicing_async._sync.postgres_connect import (
     BoundedCalls,
@@ -23,7 +23,7 @@ from invoicing_async._sync.postgres_connect import (
     require_psycopg,
     where_of,
 )
-from invoicing_async._sync.store import BatchResult, PendingEntry
+from invoicing_async._sync.store import BatchResult, PendingEntry, document_for
 from invoicing_async.errors import ConfigurationError, StoreError
 from invoicing_async.models import Invoice, SyncRevisions
 
@@ -298,22 +298,24 @@ class PostgresStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
+    async def apply_batch(
+        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
+    ) -> BatchResult:
         """Write a batch in one statement; see `UPSERT_BATCH` for how rows are told apart.
 
         An id given twice is written once, at its highest revision (the later one of
         equal revisions), and reported once.
         """
-        latest: dict[int, Invoice] = {}
-        for inv in invoices:
+        latest: dict[int, tuple[Invoice, bytes]] = {}
+        for inv, doc in zip(invoices, document_for(invoices, documents), strict=True):
             if inv.id is None:
                 continue
             before = latest.get(inv.id)
-            if before is None or (inv.revision or 0) >= (before.revision or 0):
-                latest[inv.id] = inv
+            if before is None or (inv.revision or 0) >= (before[0].revision or 0):
+                latest[inv.id] = (inv, doc)
         if not latest:
             return BatchResult(created=[], updated=[], stale=[])
-        chosen = list(latest.values())
+        chosen = [inv for inv, _ in latest.values()]
         params = {
             "account": self.account,
             "ids": [inv.id for inv in chosen],
@@ -321,7 +323,7 @@ class PostgresStore:
             "numbers": [_column(inv.invoice_id) for inv in chosen],
             "states": [_column(inv.state) for inv in chosen],
             "contacts": [inv.contact_id for inv in chosen],
-            "documents": [dump_model(inv, "json", mode="document") for inv in chosen],
+            "documents": [doc for _, doc in latest.values()],
         }
 
         async def write(conn: Conn) -> list[tuple[int, str]]:

@@ -14,8 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from invoicing_async._models.documents import dump_model, load_model
-from invoicing_async._sync.store import BatchResult, PendingEntry
+from invoicing_async._models.documents import load_model
+from invoicing_async._sync.store import BatchResult, PendingEntry, document_for
 from invoicing_async.errors import StoreError
 from invoicing_async.models import Invoice
 
@@ -245,20 +245,15 @@ class SQLiteStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
+    async def apply_batch(
+        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
+    ) -> BatchResult:
         now = dt.datetime.now(dt.timezone.utc).isoformat()
+        docs = document_for(invoices, documents)
         # Encoding is pure work: do it before taking the writer's turn.
         rows = [
-            (
-                inv.id,
-                inv.revision or 0,
-                inv.invoice_id,
-                inv.state,
-                inv.contact_id,
-                dump_model(inv, "json", mode="document"),
-                now,
-            )
-            for inv in invoices
+            (inv.id, inv.revision or 0, inv.invoice_id, inv.state, inv.contact_id, doc, now)
+            for inv, doc in zip(invoices, docs, strict=True)
             if inv.id is not None
         ]
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
 
+from invoicing_async._models.documents import dump_model
 from invoicing_async.models import Invoice
 
-__all__ = ["BatchResult", "PendingEntry", "Store"]
+__all__ = ["BatchResult", "PendingEntry", "Store", "document_for", "takes_documents"]
 
 
 @attrs.frozen
@@ -57,8 +59,13 @@ class Store(Protocol):
         """Every live invoice, by id, as an async iterator (for exports and pandas)."""
         ...
 
-    async def apply_batch(self, invoices: Sequence[Invoice]) -> BatchResult:
+    async def apply_batch(
+        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
+    ) -> BatchResult:
         """Write fetched invoices; an older revision never overwrites a newer one.
+
+        `documents`, when given, holds each invoice as decoded (in step with `invoices`),
+        for stores that keep documents: written as they are instead of encoded again.
 
         An equal revision does overwrite: revisions are whole seconds, and a later fetch of
         the same second may hold a later change.
@@ -78,3 +85,22 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+def document_for(invoices: Sequence[Invoice], documents: Sequence[bytes] | None) -> list[bytes]:
+    """The stored document of each invoice: as decoded when given, else encoded now."""
+    if documents is not None and len(documents) == len(invoices):
+        return list(documents)
+    return [dump_model(inv, "json", mode="document") for inv in invoices]
+
+
+def takes_documents(store: Store) -> bool:
+    """Whether `store.apply_batch` accepts `documents` (a store written before it did
+    not): the engine passes them only then."""
+    try:
+        parameters = inspect.signature(store.apply_batch).parameters
+    except (TypeError, ValueError):
+        return False
+    return "documents" in parameters or any(
+        p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters.values()
+    )

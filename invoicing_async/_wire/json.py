@@ -25,7 +25,7 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = ["decode_json", "encode_json", "iter_json_array"]
+__all__ = ["decode_json", "encode_document", "encode_json", "iter_json_array"]
 
 
 def _parse_constant(name: str) -> Any:
@@ -160,6 +160,14 @@ def _default(value: Any) -> Any:
     if isinstance(value, dt.date):
         return value.isoformat()
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+def encode_document(root: str, member: Any) -> bytes:
+    """A decoded member as a stored document (`{"invoice": {…}}`), at C speed: the keys
+    and values as decoded, decimals as exact strings. `load_model` reads it back."""
+    return json.dumps(
+        {root: member}, default=_default, ensure_ascii=False, separators=(",", ":")
+    ).encode("utf-8", "surrogatepass")
 
 
 def encode_json(root: str | None, data: Mapping[str, Any] | list[Any]) -> bytes:

@@ -84,3 +84,25 @@ async def test_sqlite_iteration_pages_through_bounded_reads(tmp_path: Path) -> N
         await store.apply_deletions(range(1, 1001, 2), AT)
         seen = [invoice.id async for invoice in store.iter_invoices(page=7)]
     assert seen == list(range(2, 1001, 2))
+
+
+@pytest.mark.parametrize("fmt", ["xml", "json"])
+async def test_documents_as_decoded_are_stored_and_read_back_as_the_models(
+    store: Store, fmt: str
+) -> None:
+    """The engine hands stores each invoice as decoded; no store encodes it again, and
+    what is read back equals the model decoded from the service."""
+    from invoicing_async._models.documents import dump_list, load_each
+    from invoicing_async.testing import FakeInvoicingService
+
+    service = FakeInvoicingService(invoices=30, seed=4)
+    body = dump_list(list(service.account.invoices.values()), fmt, m.Invoice)  # type: ignore[arg-type]
+    documents: list[bytes] = []
+    invoices, failed = load_each(body, fmt, m.Invoice, documents)  # type: ignore[arg-type]
+    assert failed == []
+    assert len(documents) == len(invoices) == 30
+    result = await store.apply_batch(invoices, documents)
+    assert len(result.created) == 30
+    for invoice in invoices:
+        assert invoice.id is not None
+        assert await store.get(invoice.id) == invoice
