@@ -24,7 +24,12 @@ from invoicing_async._models.payloads import (
     unwrap_root,
 )
 from invoicing_async._models.session import SyncEntry, SyncRevisions
-from invoicing_async._wire.json import decode_json, encode_document, iter_json_array
+from invoicing_async._wire.json import (
+    decode_json,
+    encode_document,
+    iter_json_array,
+    iter_json_array_text,
+)
 from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
@@ -202,15 +207,23 @@ def load_each(
     models: list[M] = []
     failed: list[MemberError] = []
 
-    def add(member: Any) -> None:
+    def add(member: Any, raw: str | None = None) -> None:
         try:
             models.append(structure(member, cls))
         except DecodeError as exc:
             failed.append(MemberError(ident=_member_id(member), error=str(exc)))
             return
         if documents is not None:
-            documents.append(encode_document(single, member))
+            # JSON as sent (`{"invoice": {…}}`) is already the stored document.
+            documents.append(raw.encode() if raw else encode_document(single, member))
 
+    if documents is not None and fmt == "json":
+        members = iter_json_array_text(body)
+        if members is not None:
+            for member, text in members:
+                root, _ = unwrap_root(member)
+                add(_unwrap_member(member, single), text if root == single else None)
+            return models, failed
     each_member(body, fmt, single, many, add)
     return models, failed
 

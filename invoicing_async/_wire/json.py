@@ -25,7 +25,13 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = ["decode_json", "encode_document", "encode_json", "iter_json_array"]
+__all__ = [
+    "decode_json",
+    "encode_document",
+    "encode_json",
+    "iter_json_array",
+    "iter_json_array_text",
+]
 
 
 def _parse_constant(name: str) -> Any:
@@ -104,13 +110,20 @@ def _decode_array(text: str, decoder: json.JSONDecoder) -> list[Any]:
 
 
 def _array_members(text: str, decoder: json.JSONDecoder) -> Iterator[Any]:
+    for value, _start, _end in _array_spans(text, decoder):
+        yield value
+
+
+def _array_spans(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[Any, int, int]]:
+    """Each member of a top-level array with where its text starts and ends."""
     index = _skip(text, _skip(text, 0) + 1)  # past "[" and blanks
     if text.startswith("]", index):
         index += 1
     else:
         while True:
+            start = index
             value, index = decoder.raw_decode(text, index)
-            yield value
+            yield value, start, index
             index = _skip(text, index)
             mark = text[index : index + 1]
             if mark == ",":
@@ -123,6 +136,21 @@ def _array_members(text: str, decoder: json.JSONDecoder) -> Iterator[Any]:
     end = _skip(text, index)
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
+
+
+def iter_json_array_text(body: bytes) -> Iterator[tuple[Any, str]] | None:
+    """Like `iter_json_array`, with each member's own text as sent (to store as is)."""
+    if len(body) > MAX_ELEMENTS:
+        check_element_count(count_in(body, b","), "JSON document")
+    try:
+        text = _text(body)
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"JSON body is not UTF-8: {exc.reason}") from None
+    if text.lstrip(" \t\n\r")[:1] != "[":
+        return None
+    decoder = json.JSONDecoder(parse_float=_number, parse_constant=_parse_constant)
+    spans = _array_spans(text, decoder)
+    return _mapped_errors((value, text[start:end]) for value, start, end in spans)
 
 
 def iter_json_array(body: bytes) -> Iterator[Any] | None:
