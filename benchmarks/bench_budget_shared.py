@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import statistics
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from benchmarks.server import FakeServerProcess
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 from tests.servers import ServerUnavailable, start_postgres, start_redis
+from tests.transport.budget_child import run_children
 
 ROOT = Path(__file__).parents[1]
 INVOICES = 3000
@@ -62,27 +62,7 @@ def fresh_budget_ratio() -> Result:
 async def _processes(service: FakeInvoicingService, shared: str) -> list[dict[str, Any]]:
     args = [service.base_url, service.username, service.password, shared, str(LIMIT)]
     args += [str(PERIOD), str(CALLERS), str(SECONDS)]
-    children = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.transport.budget_child",
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd=ROOT,
-        )
-        for _ in range(PROCESSES)
-    ]
-    for child in children:
-        assert child.stdout is not None
-        await asyncio.wait_for(child.stdout.readline(), 60)
-    for child in children:
-        assert child.stdin is not None
-        child.stdin.write(b"go\n")
-        await child.stdin.drain()
-    outs = [await asyncio.wait_for(c.communicate(), 120) for c in children]
-    return [json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outs]
+    return await run_children(args, PROCESSES, cwd=ROOT)
 
 
 async def _shared(shared: str) -> tuple[int, int, int, list[float]]:

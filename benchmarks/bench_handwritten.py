@@ -82,8 +82,7 @@ def run() -> list[Result]:
         steady, plain = min(figures[f"steady {fmt}"]), min(figures[f"plain steady {fmt}"])
         results.append(
             Result(
-                f"client CPU, no-change sync of {INVOICES:,} invoices ({fmt}), "
-                "ours / hand-written",
+                f"client CPU, no-change sync of {INVOICES:,} invoices ({fmt}), ours / hand-written",
                 steady * 1000,
                 plain * 1000,
                 "ms",

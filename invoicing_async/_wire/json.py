@@ -138,8 +138,8 @@ def _array_spans(text: str, decoder: json.JSONDecoder) -> Iterator[tuple[Any, in
         raise json.JSONDecodeError("Extra data", text, end)
 
 
-def iter_json_array_text(body: bytes) -> Iterator[tuple[Any, str]] | None:
-    """Like `iter_json_array`, with each member's own text as sent (to store as is)."""
+def _array_text(body: bytes) -> tuple[str, json.JSONDecoder] | None:
+    """The body's text and a decoder for it, when the body is a top-level array."""
     if len(body) > MAX_ELEMENTS:
         check_element_count(count_in(body, b","), "JSON document")
     try:
@@ -148,24 +148,26 @@ def iter_json_array_text(body: bytes) -> Iterator[tuple[Any, str]] | None:
         raise DecodeError(f"JSON body is not UTF-8: {exc.reason}") from None
     if text.lstrip(" \t\n\r")[:1] != "[":
         return None
-    decoder = json.JSONDecoder(parse_float=_number, parse_constant=_parse_constant)
-    spans = _array_spans(text, decoder)
-    return _mapped_errors((value, text[start:end]) for value, start, end in spans)
+    return text, json.JSONDecoder(parse_float=_number, parse_constant=_parse_constant)
 
 
 def iter_json_array(body: bytes) -> Iterator[Any] | None:
     """The members of a top-level JSON array, decoded one at a time as they are asked for
     (None when the body is not an array). A failure is a `DecodeError`, raised when met."""
-    if len(body) > MAX_ELEMENTS:
-        check_element_count(count_in(body, b","), "JSON document")
-    try:
-        text = _text(body)
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"JSON body is not UTF-8: {exc.reason}") from None
-    if text.lstrip(" \t\n\r")[:1] != "[":
+    found = _array_text(body)
+    if found is None:
         return None
-    decoder = json.JSONDecoder(parse_float=_number, parse_constant=_parse_constant)
-    return _mapped_errors(_array_members(text, decoder))
+    return _mapped_errors(_array_members(*found))
+
+
+def iter_json_array_text(body: bytes) -> Iterator[tuple[Any, str]] | None:
+    """Like `iter_json_array`, with each member's own text as sent (to store as is)."""
+    found = _array_text(body)
+    if found is None:
+        return None
+    text, decoder = found
+    spans = _array_spans(text, decoder)
+    return _mapped_errors((value, text[start:end]) for value, start, end in spans)
 
 
 def _mapped_errors(members: Iterator[Any]) -> Iterator[Any]:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import invoicing_async as ia
@@ -71,6 +72,35 @@ async def main(argv: list[str]) -> None:
         await asyncio.gather(*(caller() for _ in range(callers)))
     await budget.close()
     print(json.dumps({**counts, "latencies": latencies}), flush=True)
+
+
+async def run_children(args: list[str], processes: int, *, cwd: Path) -> list[dict[str, Any]]:
+    """Start `processes` children with `args`, let them go at once, return their reports."""
+    children = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.transport.budget_child",
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=cwd,
+        )
+        for _ in range(processes)
+    ]
+    for child in children:
+        assert child.stdout is not None
+        assert await asyncio.wait_for(child.stdout.readline(), 60) == b"ready\n"
+    for child in children:  # all start together
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        await child.stdin.drain()
+    reports = []
+    for child in children:
+        out, _ = await asyncio.wait_for(child.communicate(), 120)
+        assert child.returncode == 0
+        reports.append(json.loads(out.decode().strip().splitlines()[-1]))
+    return reports
 
 
 if __name__ == "__main__":

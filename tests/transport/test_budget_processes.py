@@ -4,15 +4,13 @@ process that restarts mid-hour does not spend the hour again."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from invoicing_async.testing import FakeInvoicingService
+from tests.transport.budget_child import run_children
 
 ROOT = Path(__file__).parents[2]
 LIMIT = 30
@@ -31,31 +29,7 @@ async def run_processes(
 ) -> list[dict[str, Any]]:
     args = [service.base_url, service.username, service.password, shared, str(LIMIT), "3600"]
     args += [str(callers), "0"] + ([str(most)] if most is not None else [])
-    children = [
-        await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.transport.budget_child",
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd=ROOT,
-        )
-        for _ in range(processes)
-    ]
-    for child in children:
-        assert child.stdout is not None
-        assert await asyncio.wait_for(child.stdout.readline(), 60) == b"ready\n"
-    for child in children:  # all start together
-        assert child.stdin is not None
-        child.stdin.write(b"go\n")
-        await child.stdin.drain()
-    results = []
-    for child in children:
-        out, _ = await asyncio.wait_for(child.communicate(), 120)
-        assert child.returncode == 0
-        results.append(json.loads(out.decode().strip().splitlines()[-1]))
-    return results
+    return await run_children(args, processes, cwd=ROOT)
 
 
 async def test_three_processes_never_spend_more_than_the_limit(shared_url: str) -> None:
