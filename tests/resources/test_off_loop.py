@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import invoicing_async as ia
+from invoicing_async._models.documents import dump_list, load_list
 from invoicing_async.models import Invoice
 from invoicing_async.testing import FakeInvoicingService, MockSender, mock_response, populate
 
@@ -64,14 +65,23 @@ async def test_listing_a_thousand_invoices_does_not_hold_up_the_loop(
     (a loaded CI machine); benchmarks/bench_stall.py measures against the 50 ms target."""
     stall, invoices = await worst_stall(client_of.invoices.list)
     assert len(invoices) == 1003
-    assert stall < 0.25, f"loop held up {stall * 1000:.0f} ms"
+
+    # The yardstick, measured now on this machine: the same body decoded on the loop.
+    body = dump_list(invoices, client_of.format, Invoice)
+
+    async def inline() -> list[Invoice]:
+        return load_list(body, client_of.format, Invoice)
+
+    on_loop, _ = await worst_stall(inline)
+    bound = max(0.25, on_loop / 4)  # a loaded CI machine stretches both alike
+    assert stall < bound, f"loop held up {stall * 1000:.0f} ms (inline: {on_loop * 1000:.0f})"
 
     async def iterate() -> list[Invoice]:
         return [invoice async for invoice in client_of.invoices.iter()]
 
     stall, iterated = await worst_stall(iterate)
     assert iterated == invoices
-    assert stall < 0.25, f"loop held up {stall * 1000:.0f} ms"
+    assert stall < bound, f"loop held up {stall * 1000:.0f} ms (inline: {on_loop * 1000:.0f})"
 
 
 async def test_leaving_iter_early_stops_the_decoding(client_of: ia.InvoicingClient) -> None:
@@ -103,6 +113,4 @@ async def test_iter_raises_the_decode_error_of_a_large_bad_body(fmt: str) -> Non
 
 
 async def _body(service: FakeInvoicingService, fmt: str) -> bytes:
-    from invoicing_async._models.documents import dump_list
-
     return dump_list(list(service.account.invoices.values()), fmt, Invoice)  # type: ignore[arg-type]
