@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,15 @@ async def serve(url: str) -> None:
 async def stored(url: str, account: str) -> int:
     async with PostgresStore(url, account=account, migrate=False) as store:
         return len(await store.revisions())
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for `condition` (polled: it reads the database), failing after `timeout`."""
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out waiting")
 
 
 def runs(url: str, account: str = "acme") -> list[str]:
@@ -221,14 +230,11 @@ async def test_two_workers_never_sync_one_account_at_once(
         await jobs.enqueue(["acme"])
         workers = [asyncio.create_task(serve(migrated)) for _ in range(2)]
         try:
-            async with asyncio.timeout(30):
-                while runs(migrated) != ["running"]:
-                    await asyncio.sleep(0.05)
-                # One running, so one more may wait; a third finds it waiting.
-                assert await jobs.enqueue(["acme"]) == {"acme": "queued"}
-                assert await jobs.enqueue(["acme"]) == {"acme": "waiting"}
-                while runs(migrated) != ["complete", "complete"]:
-                    await asyncio.sleep(0.05)
+            await until(lambda: runs(migrated) == ["running"])
+            # One running, so one more may wait; a third finds it waiting.
+            assert await jobs.enqueue(["acme"]) == {"acme": "queued"}
+            assert await jobs.enqueue(["acme"]) == {"acme": "waiting"}
+            await until(lambda: runs(migrated) == ["complete", "complete"])
         finally:
             for worker in workers:
                 worker.cancel()
@@ -279,9 +285,7 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     await add(migrated, service)
     first = await worker_process(migrated)
     try:
-        async with asyncio.timeout(30):
-            while runs(migrated) != ["running"]:
-                await asyncio.sleep(0.05)
+        await until(lambda: runs(migrated) == ["running"])
         await asyncio.sleep(0.5)
     finally:
         first.send_signal(signal.SIGKILL)
@@ -292,8 +296,7 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     service.account.faults.latency = 0.0
     await asyncio.sleep(2.5)  # the killed worker's heartbeat grows stale
     second = await worker_process(migrated, "--until-idle")
-    async with asyncio.timeout(60):
-        out, err = await second.communicate()
+    out, err = await asyncio.wait_for(second.communicate(), 60)
     assert second.returncode == 0, err.decode()
     assert runs(migrated) == ["lost", "complete"]
     assert await stored(migrated, "acme") == 300
