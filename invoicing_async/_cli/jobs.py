@@ -108,7 +108,13 @@ async def run_job_command(args: argparse.Namespace) -> int:
 
         from invoicing_async._jobs.tasks import Jobs
 
-        async with Jobs(url, stalled_after=getattr(args, "stalled_after", 30.0)) as jobs:
+        # A running account holds a connection (its lock) and borrows others to write.
+        concurrency = getattr(args, "concurrency", 1)
+        async with Jobs(
+            url,
+            stalled_after=getattr(args, "stalled_after", 30.0),
+            pool_size=max(10, 2 * concurrency + 4),
+        ) as jobs:
             return await _dispatch(args, jobs)
     except ImportError:
         _error("these commands need the [postgres] extra: pip install 'invoicing-async[postgres]'")

@@ -148,6 +148,8 @@ def new_account(
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AccountError(f"account {name!r}: base URL must be http(s)://host[:port]/…")
+    if parts.username or parts.password:
+        raise AccountError(f"account {name!r}: no credentials in the base URL (use --secret)")
     if format not in ("xml", "json"):
         raise AccountError(f"account {name!r}: format must be 'xml' or 'json'")
     if not username:
