@@ -215,7 +215,11 @@ class Jobs:
         heartbeat: float = 10.0,
         install_signal_handlers: bool = True,
     ) -> None:
-        """Dispatch once (a restarted worker picks up lost work at once), then work."""
+        """Dispatch once (a restarted worker picks up lost work at once), then work.
+
+        Succeeded jobs are deleted (`invoicing_runs` keeps the history); failed ones, those
+        of lost workers, stay for inspection.
+        """
         await self.dispatch()
         await self.app.run_worker_async(
             concurrency=concurrency,
@@ -224,6 +228,8 @@ class Jobs:
             update_heartbeat_interval=heartbeat,
             stalled_worker_timeout=self.stalled_after,
             install_signal_handlers=install_signal_handlers,
+            # The runs table is the history; succeeded jobs would only pile up.
+            delete_jobs="successful",
         )
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:

@@ -87,6 +87,12 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     raise AssertionError("timed out waiting")
 
 
+def sync_jobs(url: str) -> list[str]:
+    """The statuses of the sync jobs left in procrastinate's table."""
+    rows = query(url, "SELECT status FROM procrastinate_jobs WHERE task_name = %s", (SYNC_TASK,))
+    return [r[0] for r in rows]
+
+
 def runs(url: str, account: str = "acme") -> list[str]:
     rows = query(
         url, "SELECT status FROM invoicing_runs WHERE account = %s ORDER BY id", (account,)
@@ -173,7 +179,9 @@ async def test_enqueue_and_work_syncs_and_records_the_run(
     async with Jobs(migrated) as jobs:
         assert await jobs.enqueue(["acme"]) == {"acme": "queued"}
         assert await jobs.enqueue(["acme"]) == {"acme": "waiting"}  # the queueing lock
-    assert query(migrated, "SELECT count(*) FROM procrastinate_jobs")[0][0] == 1  # before a worker
+    # One job, before a worker takes it: the account's name, never a secret.
+    args = [json.dumps(r[0]) for r in query(migrated, "SELECT args FROM procrastinate_jobs")]
+    assert args == ['{"account": "acme"}']
     await work(migrated)
     assert await stored(migrated, "acme") == 300
     [(status, requests, created, due_in)] = query(
@@ -190,13 +198,8 @@ async def test_enqueue_and_work_syncs_and_records_the_run(
     [line] = json.loads(out)
     assert (line["account"], line["run_status"], line["requests"]) == ("acme", "complete", requests)
     # The secret is nowhere: not in job rows, logs, tables or status output.
-    args = [
-        json.dumps(r[0])
-        for r in query(
-            migrated, "SELECT args FROM procrastinate_jobs WHERE task_name = %s", (SYNC_TASK,)
-        )
-    ]
-    assert args == ['{"account": "acme"}']
+    # A succeeded job is deleted: `invoicing_runs` is the history.
+    assert sync_jobs(migrated) == []
     dump = json.dumps(
         [query(migrated, f"SELECT * FROM {t}") for t in ("invoicing_accounts", "invoicing_runs")],
         default=str,
@@ -263,9 +266,7 @@ async def test_a_budget_stop_makes_the_account_due_when_the_budget_allows(
     assert status == "budget"
     assert eta is not None
     assert 60 < float(due_in) <= 3600
-    assert query(
-        migrated, "SELECT status FROM procrastinate_jobs WHERE task_name = %s", (SYNC_TASK,)
-    ) == [("succeeded",)]
+    assert sync_jobs(migrated) == []  # the job succeeded (the run is "budget"): deleted
 
 
 async def worker_process(url: str, *extra: str) -> asyncio.subprocess.Process:
@@ -301,3 +302,65 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     assert runs(migrated) == ["lost", "complete"]
     assert await stored(migrated, "acme") == 300
     assert service.password not in out.decode() + err.decode()
+
+
+async def test_a_failed_run_is_recorded_without_its_secret(
+    migrated: str, service: FakeInvoicingService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await add(migrated, service)
+    monkeypatch.setenv(SECRET_ENV, "wrong-hunter2-secret")
+    async with Jobs(migrated) as jobs:
+        assert await jobs.sync("acme") == "error"
+    [(error, due_in)] = query(
+        migrated,
+        "SELECT r.error, extract(epoch FROM a.due_at - now())"
+        " FROM invoicing_runs r JOIN invoicing_accounts a ON a.name = r.account",
+    )
+    assert error
+    assert "wrong-hunter2-secret" not in error
+    assert 800 < float(due_in) <= 900  # retried in 15 minutes
+
+
+async def test_a_run_finding_its_account_locked_leaves_it_alone(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    await add(migrated, service)
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_advisory_lock(hashtextextended(%s, 0))", ("invoicing-account:acme",)
+        )
+        async with Jobs(migrated) as jobs:
+            assert await jobs.sync("acme") == "locked"
+    assert runs(migrated) == ["locked"]
+    assert await stored(migrated, "acme") == 0
+
+
+def test_secret_references_and_oauth1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from invoicing_async import OAuth1Auth
+    from invoicing_async._jobs.accounts import AccountError, new_account
+
+    for bad in ("hunter2", "env:1X", "file:relative/path", "vault:x"):
+        with pytest.raises(AccountError) as info:
+            new_account("a", base_url="https://h.example", username="u", secret=bad)
+        assert bad not in str(info.value)
+    with pytest.raises(AccountError, match="no credentials in the base URL"):
+        new_account("a", base_url="https://u:pw@h.example", username="u", secret="env:X")
+    with pytest.raises(AccountError, match="OAuth 1 needs"):
+        new_account("a", base_url="https://h", username="ck", secret="env:CS", oauth1=True)
+    account = new_account(
+        "a",
+        base_url="https://h.example:8443/x",
+        username="ck",
+        secret="env:CS",
+        oauth1=True,
+        token="tk",
+        token_secret="env:TS",
+    )
+    assert account.host == "h.example:8443"
+    monkeypatch.setenv("CS", "consumer-secret")
+    monkeypatch.setenv("TS", "token-secret")
+    assert isinstance(account.credentials(), OAuth1Auth)
+    assert "consumer-secret" not in repr(account)
+    monkeypatch.delenv("TS")
+    with pytest.raises(AccountError, match=r"\$TS \(token secret\) is not set"):
+        account.credentials()
