@@ -51,6 +51,16 @@ SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
 #: Advisory lock key of installing procrastinate's schema (the store's is ...129).
 _PROCRASTINATE_SCHEMA_LOCK = 7305841960130
+# An account is queued (due_at NULL) between the dispatcher's update and its defer, and
+# while its job waits or runs. One whose job is gone (a dispatcher killed in between, a
+# job deleted by hand) is due again; at worst a run more, never an account forgotten.
+_ORPHANS_DUE = """
+UPDATE invoicing_accounts a SET due_at = now()
+WHERE a.due_at IS NULL AND NOT EXISTS (
+    SELECT 1 FROM procrastinate_jobs j WHERE j.task_name = %s AND (
+        (j.status = 'todo' AND j.queueing_lock = a.name)
+        OR (j.status = 'doing' AND j.lock = a.name)))
+"""
 _INSTALL = "jobs and workers need procrastinate: pip install 'invoicing-async[postgres]'"
 
 
@@ -174,6 +184,7 @@ class Jobs:
         """Recover lost jobs, then queue every account whose `due_at` has passed."""
         await self.recover_stalled()
         async with self.pool.connection() as conn:
+            await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
             cursor = await conn.execute(
                 "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now() RETURNING name"
             )

@@ -222,6 +222,11 @@ async def test_the_dispatcher_queues_due_accounts_only(
     await work(migrated)
     assert runs(migrated, "acme") == ["complete"]
     assert runs(migrated, "later") == []
+    # Queued (due_at NULL) with no job: a dispatcher died between its update and its defer.
+    with psycopg.connect(migrated) as conn:
+        conn.execute("UPDATE invoicing_accounts SET due_at = NULL WHERE name = 'later'")
+    async with Jobs(migrated) as jobs:
+        assert await jobs.dispatch() == {"later": "queued"}
 
 
 async def test_two_workers_never_sync_one_account_at_once(
@@ -364,3 +369,36 @@ def test_secret_references_and_oauth1(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TS")
     with pytest.raises(AccountError, match=r"\$TS \(token secret\) is not set"):
         account.credentials()
+
+
+@pytest.mark.slow
+async def test_the_worker_command_syncs_and_stops_on_sigterm(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    await add(migrated, service)
+    worker = await worker_process(migrated)
+    try:
+        await until(lambda: runs(migrated) == ["complete"])
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(worker.communicate(), 30)
+    assert worker.returncode == 0, err.decode()
+    assert service.password not in out.decode() + err.decode()
+    assert await stored(migrated, "acme") == 300
+
+
+NO_PROCRASTINATE = (
+    "import sys; sys.modules['procrastinate'] = None\n"
+    "from invoicing_async._cli import main\n"
+    "raise SystemExit(main(['status', '--database-url', sys.argv[1]]))\n"
+)
+
+
+async def test_without_procrastinate_the_commands_name_the_extra(migrated: str) -> None:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", NO_PROCRASTINATE, migrated, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == 1
+    assert "pip install 'invoicing-async[postgres]'" in err.decode()
