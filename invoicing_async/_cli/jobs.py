@@ -99,6 +99,9 @@ async def run_job_command(args: argparse.Namespace) -> int:
     from invoicing_async.errors import InvoicingError
 
     url = args.database_url
+    if getattr(args, "concurrency", 1) < 1 or getattr(args, "stalled_after", 1.0) <= 0:
+        _error("--concurrency must be at least 1 and --stalled-after positive")
+        return 2
     if not url:
         _error(f"--database-url (or ${ENV_DATABASE_URL}) is required")
         return 2

@@ -115,6 +115,7 @@ def test_migrate_twice_is_idempotent(postgres_url: str, capsys: pytest.CaptureFi
 def test_commands_need_a_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("INVOICING_DATABASE_URL", raising=False)
     assert main(["status"]) == 2
+    assert main(["worker", "--concurrency", "0", "--database-url", "postgresql://x/y"]) == 2
 
 
 def test_accounts_add_list_remove(migrated: str, capsys: pytest.CaptureFixture[str]) -> None:
