@@ -124,7 +124,11 @@ class Jobs:
 
     async def __aenter__(self) -> Jobs:
         await self.pool.open(wait=True, timeout=10)
-        await self.app.open_async()
+        try:
+            await self.app.open_async()
+        except BaseException:
+            await self.pool.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
