@@ -1,4 +1,5 @@
-"""The `invoicing-async` command: `demo`, `sync` and `fake-server`."""
+"""The `invoicing-async` command: `demo`, `sync`, `sync-many`, `fake-server`, and the
+PostgreSQL commands of `_cli.jobs` (`db migrate`, `accounts`, `worker`, `enqueue`, `status`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ __all__ = ["main"]
 ENV_USERNAME = "INVOICING_USERNAME"
 ENV_PASSWORD = "INVOICING_PASSWORD"
 ENV_BASE_URL = "INVOICING_BASE_URL"
+JOB_COMMANDS = frozenset({"db", "accounts", "worker", "enqueue", "status"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     many.add_argument("--json", action="store_true", help="print the summary as JSON")
     _budget_arguments(many)
 
+    from invoicing_async._cli.jobs import add_job_commands
+
+    add_job_commands(commands)
+
     fake = commands.add_parser("fake-server", help="run the fake service until interrupted")
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8443)
@@ -116,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_sync(args))
         if args.command == "sync-many":
             return asyncio.run(_sync_many(args))
+        if args.command in JOB_COMMANDS:
+            from invoicing_async._cli.jobs import run_job_command
+
+            return asyncio.run(run_job_command(args))
         return asyncio.run(_fake_server(args))
     except KeyboardInterrupt:
         return 130

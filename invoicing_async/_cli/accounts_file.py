@@ -36,7 +36,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
+__all__ = ["AccountConfig", "AccountsFileError", "load_accounts", "read_secret_file"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KNOWN = frozenset(
@@ -105,11 +105,11 @@ class AccountConfig:
                 raise AccountsFileError(f"account {self.name!r}: ${env} ({key}) is not set")
             return value
         if file:
-            return _read_secret_file(self.name, key, Path(file))
+            return read_secret_file(self.name, key, Path(file))
         raise AccountsFileError(f"account {self.name!r}: give {key}_env or {key}_file")
 
 
-def _read_secret_file(name: str, key: str, path: Path) -> str:
+def read_secret_file(name: str, key: str, path: Path) -> str:
     try:
         info = path.stat()
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from invoicing_async._jobs.schema import V2_ACCOUNTS_AND_RUNS
 from invoicing_async._sync.postgres_connect import error_for, require_psycopg, where_of
 from invoicing_async.errors import StoreError
 
@@ -73,6 +74,7 @@ CREATE TABLE invoicing_pending (
 #: Every migration, in order; a new one is appended, never edited once released.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "invoices with tombstones and the pending plan, keyed by account", _V1),
+    Migration(2, "accounts (secrets by reference) and their sync runs", V2_ACCOUNTS_AND_RUNS),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

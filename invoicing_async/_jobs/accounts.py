@@ -1,0 +1,236 @@
+"""Accounts in PostgreSQL: what to sync and where its secrets live, never the secrets.
+
+A secret reference is ``env:VAR`` (an environment variable of the worker) or
+``file:/path`` (a file readable by its owner only, checked each time it is read, as
+`sync-many` checks its accounts files). Secrets are resolved by the worker that runs the
+job, at the start of the run: job arguments carry the account's name only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import attrs
+
+import invoicing_async as ia
+from invoicing_async._cli.accounts_file import AccountsFileError, read_secret_file
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+
+    Conn = AsyncConnection[TupleRow]
+
+__all__ = [
+    "Account",
+    "AccountError",
+    "add_account",
+    "get_account",
+    "list_accounts",
+    "parse_secret_ref",
+    "remove_account",
+    "resolve_secret",
+]
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_COLUMNS = (
+    "name, base_url, host, format, auth, username, secret_ref, token, token_secret_ref,"
+    " ca_file, hourly_limit, every_seconds, due_at, created_at"
+)
+
+
+class AccountError(ia.InvoicingError):
+    """An account cannot be added or used; the message names the account and why."""
+
+
+def parse_secret_ref(ref: str, what: str = "secret") -> str:
+    """Check a secret reference (``env:VAR`` or ``file:/absolute/path``); returns it.
+
+    A value that looks like anything else is refused, so a secret pasted by mistake is
+    neither stored nor echoed back in the error.
+    """
+    kind, _, rest = ref.partition(":")
+    if kind == "env" and _ENV.fullmatch(rest):
+        return ref
+    if kind == "file" and rest.startswith("/"):
+        return ref
+    raise AccountError(
+        f"{what} must be a reference, env:VARIABLE or file:/absolute/path (the value given "
+        "is not shown: if it was the secret itself, it was not stored)"
+    )
+
+
+def resolve_secret(account: str, ref: str, what: str = "secret") -> str:
+    """Read the secret a reference names, now: the variable, or the owner-only file."""
+    kind, _, rest = parse_secret_ref(ref, what).partition(":")
+    if kind == "env":
+        value = os.environ.get(rest)
+        if value is None:
+            raise AccountError(f"account {account!r}: ${rest} ({what}) is not set")
+        return value
+    try:
+        return read_secret_file(account, what, Path(rest))
+    except AccountsFileError as exc:
+        raise AccountError(str(exc)) from None
+
+
+@attrs.frozen
+class Account:
+    """One row of `invoicing_accounts`: references to secrets, not secrets."""
+
+    name: str
+    base_url: str
+    host: str
+    format: ia.Format = "xml"
+    auth: str = "basic"
+    username: str = ""
+    secret_ref: str = ""
+    token: str | None = None
+    token_secret_ref: str | None = None
+    ca_file: str | None = None
+    hourly_limit: int = 350
+    every_seconds: int = 86400
+    due_at: dt.datetime | None = None
+    created_at: dt.datetime | None = None
+
+    def credentials(self) -> ia.Auth:
+        """The account's credentials, reading its secrets now (at the start of a run)."""
+        secret = resolve_secret(self.name, self.secret_ref, "secret")
+        if self.auth == "oauth1":
+            if not self.token or not self.token_secret_ref:
+                raise AccountError(f"account {self.name!r}: OAuth 1 needs a token and its secret")
+            token_secret = resolve_secret(self.name, self.token_secret_ref, "token secret")
+            return ia.OAuth1Auth(self.username, secret, self.token, token_secret)
+        return ia.BasicAuth(self.username, secret)
+
+    def secrets(self) -> list[str]:
+        """The secrets' current values, to redact from error texts (empty if unreadable)."""
+        found = []
+        for ref in (self.secret_ref, self.token_secret_ref):
+            if ref:
+                with contextlib.suppress(AccountError):
+                    found.append(resolve_secret(self.name, ref))
+        return [s for s in found if s]
+
+    def to_dict(self) -> dict[str, Any]:
+        """For `accounts list --json`: references as they are, times in ISO 8601."""
+        data = attrs.asdict(self)
+        for key in ("due_at", "created_at"):
+            data[key] = None if data[key] is None else data[key].isoformat()
+        return data
+
+
+def new_account(
+    name: str,
+    *,
+    base_url: str,
+    username: str,
+    secret: str,
+    format: str = "xml",
+    oauth1: bool = False,
+    token: str | None = None,
+    token_secret: str | None = None,
+    ca_file: str | None = None,
+    hourly_limit: int = 350,
+    every_seconds: int = 86400,
+) -> Account:
+    """An account checked for `add_account`: name, URL, format and references."""
+    if not _NAME.fullmatch(name):
+        raise AccountError("name must be 1-64 letters, digits, '.', '_' or '-'")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AccountError(f"account {name!r}: base URL must be http(s)://host[:port]/…")
+    if parts.username or parts.password:
+        raise AccountError(f"account {name!r}: no credentials in the base URL (use --secret)")
+    if format not in ("xml", "json"):
+        raise AccountError(f"account {name!r}: format must be 'xml' or 'json'")
+    if not username:
+        raise AccountError(f"account {name!r}: a username (or OAuth 1 consumer key) is needed")
+    if oauth1 and not (token and token_secret):
+        raise AccountError(f"account {name!r}: OAuth 1 needs --token and --token-secret")
+    if hourly_limit < 1 or every_seconds < 1:
+        raise AccountError(f"account {name!r}: the limit and the interval must be positive")
+    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    return Account(
+        name=name,
+        base_url=base_url,
+        host=host,
+        format="json" if format == "json" else "xml",
+        auth="oauth1" if oauth1 else "basic",
+        username=username,
+        secret_ref=parse_secret_ref(secret),
+        token=token if oauth1 else None,
+        token_secret_ref=parse_secret_ref(token_secret, "token secret")
+        if oauth1 and token_secret
+        else None,
+        ca_file=ca_file,
+        hourly_limit=hourly_limit,
+        every_seconds=every_seconds,
+    )
+
+
+async def add_account(conn: Conn, account: Account) -> bool:
+    """Insert the account, due now; False when the name is taken (nothing changed)."""
+    cursor = await conn.execute(
+        "INSERT INTO invoicing_accounts (name, base_url, host, format, auth, username,"
+        " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (name) DO NOTHING RETURNING name",
+        (
+            account.name,
+            account.base_url,
+            account.host,
+            account.format,
+            account.auth,
+            account.username,
+            account.secret_ref,
+            account.token,
+            account.token_secret_ref,
+            account.ca_file,
+            account.hourly_limit,
+            account.every_seconds,
+        ),
+    )
+    return await cursor.fetchone() is not None
+
+
+def _account(row: tuple[Any, ...]) -> Account:
+    return Account(*row)
+
+
+async def list_accounts(conn: Conn) -> list[Account]:
+    """Every account, by name."""
+    cursor = await conn.execute(f"SELECT {_COLUMNS} FROM invoicing_accounts ORDER BY name")
+    return [_account(row) for row in await cursor.fetchall()]
+
+
+async def get_account(conn: Conn, name: str) -> Account | None:
+    """One account, or None when there is none of that name."""
+    cursor = await conn.execute(
+        f"SELECT {_COLUMNS} FROM invoicing_accounts WHERE name = %s", (name,)
+    )
+    row = await cursor.fetchone()
+    return None if row is None else _account(row)
+
+
+async def remove_account(conn: Conn, name: str, *, purge: bool = False) -> bool:
+    """Delete the account (its runs too; with `purge`, its stored invoices); False if absent."""
+    async with conn.transaction():
+        cursor = await conn.execute(
+            "DELETE FROM invoicing_accounts WHERE name = %s RETURNING name", (name,)
+        )
+        if await cursor.fetchone() is None:
+            return False
+        await conn.execute("DELETE FROM invoicing_runs WHERE account = %s", (name,))
+        if purge:
+            await conn.execute("DELETE FROM invoicing_invoices WHERE account = %s", (name,))
+            await conn.execute("DELETE FROM invoicing_pending WHERE account = %s", (name,))
+    return True

@@ -1,0 +1,372 @@
+"""The procrastinate app: a task that syncs one account, and a dispatcher that queues the
+accounts that are due.
+
+Each account's job is deferred with ``lock=<account>`` (one run at a time, on any
+machine) and ``queueing_lock=<account>`` (at most one waiting); procrastinate never
+retries it (the engine retries requests itself). A run also holds a PostgreSQL advisory
+lock on its account, so that a worker declared lost that was only cut off cannot run beside
+its successor. Nothing is deferred into the future (procrastinate #1599: a future job
+holding a lock blocks others): an account's `due_at` says when it is due, and the
+dispatcher, a periodic task, queues it then. Jobs carry the account's name only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import ssl
+from typing import TYPE_CHECKING, Any
+
+import invoicing_async as ia
+from invoicing_async._jobs.accounts import Account, AccountError, get_account
+from invoicing_async._jobs.status import (
+    Outcome,
+    finish_run,
+    mark_lost,
+    record_progress,
+    start_run,
+)
+from invoicing_async._sync import postgres_schema
+from invoicing_async._sync.engine import SyncEngine
+from invoicing_async._sync.postgres import PostgresStore
+from invoicing_async._sync.postgres_connect import connection_pool
+from invoicing_async._sync.report import SyncProgress, SyncReport
+from invoicing_async.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    import procrastinate
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+    from psycopg_pool import AsyncConnectionPool
+
+    Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+
+__all__ = ["DISPATCH_TASK", "SYNC_TASK", "Jobs", "require_procrastinate"]
+
+logger = logging.getLogger("invoicing_async.jobs")
+
+SYNC_TASK = "invoicing.sync_account"
+DISPATCH_TASK = "invoicing.dispatch"
+#: Advisory lock key of installing procrastinate's schema (the store's is ...129).
+_PROCRASTINATE_SCHEMA_LOCK = 7305841960130
+# An account is queued (due_at NULL) between the dispatcher's update and its defer, and
+# while its job waits or runs. One whose job is gone (a dispatcher killed in between, a
+# job deleted by hand) is due again; at worst a run more, never an account forgotten.
+_ORPHANS_DUE = """
+UPDATE invoicing_accounts a SET due_at = now()
+WHERE a.due_at IS NULL AND NOT EXISTS (
+    SELECT 1 FROM procrastinate_jobs j WHERE j.task_name = %s AND (
+        (j.status = 'todo' AND j.queueing_lock = a.name)
+        OR (j.status = 'doing' AND j.lock = a.name)))
+"""
+_INSTALL = "jobs and workers need procrastinate: pip install 'invoicing-async[postgres]'"
+
+
+def require_procrastinate() -> None:
+    """Raise `ConfigurationError` naming the extra when procrastinate is not installed."""
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError:
+        raise ConfigurationError(_INSTALL) from None
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+class Jobs:
+    """Our tables and procrastinate's app on one database; open with ``async with``.
+
+    `stalled_after`: seconds without a heartbeat after which a worker's running jobs are
+    declared lost and their accounts due again. `retry_after`: seconds before an account
+    whose run failed is due again.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        stalled_after: float = 30.0,
+        retry_after: float = 900.0,
+        pool_size: int = 10,
+        engine_concurrency: int = 4,
+    ) -> None:
+        require_procrastinate()
+        import procrastinate
+
+        self.database_url = database_url
+        self.stalled_after = stalled_after
+        self.retry_after = retry_after
+        self.engine_concurrency = engine_concurrency
+        self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
+        connector = procrastinate.PsycopgConnector(conninfo=database_url, max_size=pool_size)
+        self.app = procrastinate.App(connector=connector)
+        self._register(self.app)
+
+    def _register(self, app: procrastinate.App) -> None:
+        from procrastinate import JobContext
+
+        @app.task(name=SYNC_TASK, retry=False, pass_context=True)
+        async def sync_account(context: JobContext, account: str) -> str:
+            return await self.sync(account, job_id=context.job.id, worker=context.worker_name)
+
+        @app.periodic(cron="* * * * *", periodic_id="dispatch")
+        @app.task(name=DISPATCH_TASK, retry=False, queueing_lock=DISPATCH_TASK)
+        async def dispatch(timestamp: int) -> int:
+            logger.debug("dispatching for the minute of %d", timestamp)
+            return len(await self.dispatch())
+
+        self.sync_task = sync_account
+
+    async def __aenter__(self) -> Jobs:
+        await self.pool.open(wait=True, timeout=10)
+        try:
+            await self.app.open_async()
+        except BaseException:
+            await self.pool.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.app.close_async()
+        await self.pool.close()
+
+    # -- schema ----------------------------------------------------------------------------
+
+    async def migrate(self) -> list[int]:
+        """Our migrations, then procrastinate's schema if absent; idempotent, race-safe."""
+        from procrastinate.schema import SchemaManager
+
+        applied = await postgres_schema.migrate(self.database_url)
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PROCRASTINATE_SCHEMA_LOCK,))
+            cursor = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+            row = await cursor.fetchone()
+            if row is not None and not row[0]:
+                await conn.execute(SchemaManager.get_schema())
+        return applied
+
+    # -- queueing --------------------------------------------------------------------------
+
+    async def enqueue(self, names: list[str]) -> dict[str, str]:
+        """Queue a job per account now: "queued", or "waiting" when one already waits.
+
+        Each account's `due_at` is cleared first (the run sets it when it ends), so that a
+        run finishing before this call returns is not undone.
+        """
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE invoicing_accounts SET due_at = NULL WHERE name = ANY(%s)", (names,)
+            )
+        return await self._defer(names)
+
+    async def _defer(self, names: list[str]) -> dict[str, str]:
+        from procrastinate.exceptions import AlreadyEnqueued
+
+        result: dict[str, str] = {}
+        for name in names:
+            try:
+                await self.sync_task.configure(lock=name, queueing_lock=name).defer_async(
+                    account=name
+                )
+                result[name] = "queued"
+            except AlreadyEnqueued:
+                result[name] = "waiting"
+            except BaseException:
+                async with self.pool.connection() as conn:  # due again: never forgotten
+                    await conn.execute(
+                        "UPDATE invoicing_accounts SET due_at = now() WHERE name = %s", (name,)
+                    )
+                raise
+        return result
+
+    async def dispatch(self) -> dict[str, str]:
+        """Recover lost jobs, then queue every account whose `due_at` has passed."""
+        await self.recover_stalled()
+        async with self.pool.connection() as conn:
+            await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
+            cursor = await conn.execute(
+                "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now() RETURNING name"
+            )
+            names = sorted(str(row[0]) for row in await cursor.fetchall())
+        queued = await self._defer(names)
+        if queued:
+            logger.info("dispatcher queued %d due accounts", len(queued))
+        return queued
+
+    async def recover_stalled(self) -> list[str]:
+        """Jobs of workers silent for `stalled_after` seconds fail; their accounts are due."""
+        from procrastinate.jobs import Status
+
+        manager = self.app.job_manager
+        stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
+        ids: list[int] = []
+        accounts: list[str] = []
+        for job in stalled:
+            try:
+                await manager.finish_job(job, status=Status.FAILED, delete_job=False)
+            except Exception:  # finished meanwhile: its worker was alive after all
+                continue
+            if job.task_name == SYNC_TASK and job.id is not None:
+                ids.append(job.id)
+                accounts.append(str(job.task_kwargs.get("account")))
+        if ids:
+            async with self.pool.connection() as conn:
+                await mark_lost(conn, ids, accounts)
+            logger.warning("recovered %d jobs of stalled workers: %s", len(ids), accounts)
+        return accounts
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run_worker(
+        self,
+        *,
+        concurrency: int = 4,
+        wait: bool = True,
+        heartbeat: float = 10.0,
+        install_signal_handlers: bool = True,
+    ) -> None:
+        """Dispatch once (a restarted worker picks up lost work at once), then work.
+
+        Succeeded jobs are deleted (`invoicing_runs` keeps the history); failed ones, those
+        of lost workers, stay for inspection.
+        """
+        await self.dispatch()
+        await self.app.run_worker_async(
+            concurrency=concurrency,
+            wait=wait,
+            name=f"{socket.gethostname()}:{os.getpid()}",
+            update_heartbeat_interval=heartbeat,
+            stalled_worker_timeout=self.stalled_after,
+            install_signal_handlers=install_signal_handlers,
+            # The runs table is the history; succeeded jobs would only pile up.
+            delete_jobs="successful",
+        )
+
+    async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
+        """Sync one account now and record the run; its status."""
+        async with self.pool.connection() as conn:
+            account = await get_account(conn, name)
+            if account is None:
+                logger.info("account %r was removed before its job ran", name)
+                return "gone"
+            run_id = await start_run(conn, name, job_id, worker)
+        try:
+            outcome = await self._locked_run(account, run_id)
+        except asyncio.CancelledError:
+            stopped = Outcome("error", due_in=0, error="stopped: the worker shut down")
+            await asyncio.shield(self._finish(run_id, name, stopped))
+            raise
+        await self._finish(run_id, name, outcome)
+        logger.info("account %r: %s, %d requests", name, outcome.status, outcome.requests)
+        return outcome.status
+
+    async def _finish(self, run_id: int, name: str, outcome: Outcome) -> None:
+        async with self.pool.connection() as conn:
+            await finish_run(conn, run_id, name, outcome)
+
+    async def _locked_run(self, account: Account, run_id: int) -> Outcome:
+        key = f"invoicing-account:{account.name}"
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
+            )
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                return Outcome(
+                    "locked", due_in=300, error="another run of this account holds its lock"
+                )
+            try:
+                return await self._run(account, run_id)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+    async def _run(self, account: Account, run_id: int) -> Outcome:
+        secrets = account.secrets()
+        try:
+            auth = account.credentials()
+        except AccountError as exc:
+            return Outcome("error", due_in=self.retry_after, error=_redact(str(exc), secrets))
+        context = ssl.create_default_context(cafile=account.ca_file) if account.ca_file else None
+        budget = ia.RateBudget(account.hourly_limit, shared=self.database_url, key=account.host)
+        progress = _Progress(self.pool, run_id)
+        try:
+            async with (
+                ia.InvoicingClient(
+                    account.base_url, auth=auth, format=account.format, ssl=context, budget=budget
+                ) as client,
+                PostgresStore(self.pool, account=account.name, migrate=False) as store,
+            ):
+                engine = SyncEngine(
+                    client, store, concurrency=self.engine_concurrency, on_progress=progress.seen
+                )
+                report = await engine.run()
+        except ia.RateLimitExceeded as exc:
+            wait = exc.retry_after if exc.retry_after is not None else 3600.0
+            return Outcome("budget", due_in=wait, eta=wait, error=_redact(str(exc), secrets))
+        except Exception as exc:  # every failure is a recorded run, never a lost account
+            text = _redact(f"{type(exc).__name__}: {exc}", secrets)
+            return Outcome("error", due_in=self.retry_after, error=text)
+        finally:
+            await progress.stop()
+            await budget.close()
+        return self._outcome(account, report, secrets)
+
+    def _outcome(self, account: Account, report: SyncReport, secrets: list[str]) -> Outcome:
+        counts: dict[str, Any] = {
+            "requests": report.requests,
+            "created": report.created,
+            "updated": report.updated,
+            "deleted": report.deleted,
+            "done": report.listed - len(report.pending),
+            "total": report.listed,
+        }
+        errors = _redact("; ".join(report.errors), secrets) or None
+        if report.complete:
+            return Outcome("complete", due_in=account.every_seconds, **counts)
+        if report.stopped_for_budget:
+            eta = report.eta if report.eta is not None else 3600.0
+            return Outcome("budget", due_in=eta, eta=eta, error=errors, **counts)
+        return Outcome(
+            "incomplete",
+            due_in=min(self.retry_after, account.every_seconds),
+            error=errors,
+            **counts,
+        )
+
+
+class _Progress:
+    """Writes a run's progress at most every 2 seconds, off the engine's path."""
+
+    def __init__(self, pool: Pool, run_id: int) -> None:
+        self._pool = pool
+        self._run_id = run_id
+        self._latest: SyncProgress | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def seen(self, progress: SyncProgress) -> None:
+        self._latest = progress
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._write())
+
+    async def _write(self) -> None:
+        latest = self._latest
+        if latest is None:
+            return
+        try:
+            async with self._pool.connection() as conn:
+                await record_progress(
+                    conn, self._run_id, latest.done, latest.total, latest.requests
+                )
+            await asyncio.sleep(2.0)
+        except Exception as exc:  # progress is a view; the run goes on without it
+            logger.debug("progress of run %d not written: %s", self._run_id, exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
