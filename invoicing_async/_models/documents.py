@@ -25,8 +25,8 @@ from invoicing_async._models.payloads import (
 )
 from invoicing_async._models.session import SyncEntry, SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_json_array
-from invoicing_async._wire.scalars import check_int_range
-from invoicing_async._wire.xml import decode_xml, decode_xml_members
+from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, check_int_range
+from invoicing_async._wire.xml import decode_xml, decode_xml_batches, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
@@ -236,12 +236,31 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     million invoices never exists as a million objects.
     """
     revisions = SyncRevisions()
+    add_pair = revisions.add
 
     def add(member: Any) -> None:
-        revisions.add(*_sync_member(member))
+        add_pair(*_sync_member(member))
 
     if fmt == "xml":
-        root = decode_xml_members(body, add)
+
+        def add_batch(batch: list[Any]) -> None:
+            # The loop of a million members: what `_sync_member` does, inline for the
+            # usual `<id type="integer">` and `<revision type="integer">`.
+            for member in batch:
+                if member.__class__ is dict:
+                    ident = member.get("id")
+                    revision = member.get("revision")
+                    if (
+                        ident.__class__ is int
+                        and revision.__class__ is int
+                        and INT64_MIN <= ident <= INT64_MAX
+                        and INT64_MIN <= revision <= INT64_MAX
+                    ):
+                        add_pair(ident, revision)
+                        continue
+                add(member)
+
+        root = decode_xml_batches(body, add_batch)
         if snake_name(root) not in ("invoices", "invoice"):
             raise DecodeError(f"expected a 'invoices' list, got {root!r}")
         return revisions

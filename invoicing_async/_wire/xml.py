@@ -18,7 +18,14 @@ from invoicing_async._wire.scalars import format_datetime, format_decimal
 from invoicing_async._wire.xml_reader import XmlReader
 from invoicing_async.errors import DecodeError
 
-__all__ = ["decode_xml", "decode_xml_members", "encode_xml", "member_name"]
+__all__ = [
+    "XmlReader",
+    "decode_xml",
+    "decode_xml_batches",
+    "decode_xml_members",
+    "encode_xml",
+    "member_name",
+]
 
 # Collection names whose members are not the plain singular.
 _MEMBER_NAMES = {
@@ -55,8 +62,9 @@ def decode_xml(body: bytes | str) -> tuple[str, Any]:
     """Parse a document into ``(root name, value)``; every failure is a `DecodeError`."""
     raw, encoding = _raw(body)
     reader = XmlReader(encoding=encoding)
+    view = memoryview(raw)
     for start in range(0, len(raw), _SLICE):
-        reader.feed(memoryview(raw)[start : start + _SLICE])
+        reader.feed(view[start : start + _SLICE])
     reader.close()
     if reader.root is None:
         raise DecodeError("XML document without a single root element")
@@ -70,18 +78,35 @@ def decode_xml_members(
 ) -> str:
     """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`.
 
-    The whole tree is never built: the body is fed to an `XmlReader` a slice at a time
-    and each slice's members handed on, so a list of a million members costs only what
+    The whole tree is never built, so a list of a million members costs only what
     `on_member` keeps. `on_root` sees the root name before the first member is decoded
     (and may raise to refuse the document). Returns the root name.
     """
+
+    def each(batch: list[Any]) -> None:
+        for member in batch:
+            on_member(member)
+
+    return decode_xml_batches(body, each, on_root)
+
+
+def decode_xml_batches(
+    body: bytes | str,
+    on_batch: Callable[[list[Any]], None],
+    on_root: Callable[[str], None] | None = None,
+) -> str:
+    """`decode_xml_members` a list at a time: the members each slice of the body
+    completed, for a caller whose work per member is small enough to count."""
     raw, encoding = _raw(body)
     reader = XmlReader(members=True, on_root=on_root, encoding=encoding)
+    view = memoryview(raw)
     for start in range(0, len(raw), _SLICE):
-        for member in reader.feed(memoryview(raw)[start : start + _SLICE]):
-            on_member(member)
-    for member in reader.close():
-        on_member(member)
+        batch = reader.feed(view[start : start + _SLICE])
+        if batch:
+            on_batch(batch)
+    batch = reader.close()
+    if batch:
+        on_batch(batch)
     if reader.root is None:
         raise DecodeError("XML document without a single root element")
     return reader.root

@@ -48,6 +48,10 @@ class _Kind:
     def __repr__(self) -> str:
         return f"<{self.name}>"
 
+    def __call__(self, _text: str) -> list[Any]:
+        # Only ARRAY is ever called, for an array without members: empty, whatever its text.
+        return []
+
 
 PLAIN = _Kind("plain")  # children make a dict; without children, its text
 ARRAY = _Kind("array")  # type="array": the children in a list, text ignored
@@ -245,17 +249,18 @@ class XmlReader:
         # no such element) and its text.
         leaf: Any = None
         ltext: Any = None
-        root_kind: Any = None  # members mode: what the root would be without members
-        emitted = False
+        emitted = False  # members mode: a member was handed on
 
         def start(name: str, attrs: list[str]) -> None:
-            nonlocal kind, kids, text, repeated, leaf, ltext, root_kind
+            nonlocal kind, kids, text, repeated, leaf, ltext
             if leaf is not None:  # the open element has a child: it waits on the stack
                 push((kind, kids, text, repeated))
+                if members and kind is TOP:
+                    leaf = MEMBERS  # whatever the root's attributes, as before
                 kind, kids, text, repeated = leaf, None, ltext, None
                 if len(stack) >= MAX_DEPTH:
                     _too_deep()
-            if kind is PLAIN or kind is ARRAY or kind is MEMBERS or kind is TOP:
+            if kind is PLAIN or kind is ARRAY:
                 if not attrs:
                     leaf = PLAIN
                 elif len(attrs) != 2:
@@ -266,41 +271,28 @@ class XmlReader:
                     leaf = NIL if attrs[1] == "true" else PLAIN
                 else:
                     leaf = PLAIN
-                if kind is MEMBERS:
-                    if not emitted and on_root is not None:
-                        on_root(self.root or "")
-                elif kind is TOP:
+            elif kind is MEMBERS or kind is TOP:
+                leaf = _kind_of(attrs)
+                if kind is TOP:
                     self.root = name
-                    if members:
-                        root_kind, leaf = leaf, MEMBERS
+                elif not emitted and on_root is not None:
+                    on_root(self.root or "")
             else:
                 leaf = SKIP  # inside a scalar or nil element: dropped, never decoded
             ltext = None
 
-        # The hot path: one call per element, every case inline (a call per element for
-        # the cases would cost more than the branches).
-        def end(name: str) -> None:  # noqa: C901
+        def end(name: str) -> None:
             nonlocal kind, kids, text, repeated, leaf, emitted
             k = leaf
-            if k is not None:  # an element without children
+            if k is not None:  # an element without children: most of them
                 leaf = None
-                if k is PLAIN:
-                    if ltext is None:
-                        value: Any = ""
-                    elif ltext.__class__ is str:
-                        value = ltext
-                    else:
-                        value = "".join(ltext)
-                elif k is ARRAY:
-                    value = []
-                elif k is MEMBERS:
-                    value = _finish_text(root_kind, ltext)
-                elif ltext is None:  # typed scalar, nil or dropped
-                    value = None
-                elif ltext.__class__ is str:
-                    value = k(ltext)
-                else:
-                    value = k("".join(ltext))
+                if ltext.__class__ is str:
+                    value: Any = ltext if k is PLAIN else k(ltext)
+                elif ltext is None:
+                    value = None if k is NIL else "" if k is PLAIN else [] if k is ARRAY else None
+                else:  # text in pieces
+                    joined = "".join(ltext)
+                    value = joined if k is PLAIN else k(joined)
             else:  # the element that has children
                 k = kind
                 if k is PLAIN:
