@@ -25,8 +25,9 @@ from invoicing_async._models.payloads import (
 )
 from invoicing_async._models.session import SyncEntry, SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_json_array
-from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, check_int_range
-from invoicing_async._wire.xml import decode_xml, decode_xml_batches, decode_xml_members
+from invoicing_async._wire.scalars import check_int_range
+from invoicing_async._wire.xml import decode_xml, decode_xml_members
+from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
@@ -235,35 +236,21 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     Streamed: each member goes into two integer arrays as it is read, so a list of a
     million invoices never exists as a million objects.
     """
+    if fmt == "xml":
+        fast = read_sync_pairs(body)
+        if fast is not None:  # the usual shape, read without building members
+            root, ids, revs = fast
+            _check_sync_root(root)
+            return SyncRevisions.from_arrays(ids, revs)
+        revisions = SyncRevisions()
+        root = decode_xml_members(body, lambda member: revisions.add(*_sync_member(member)))
+        _check_sync_root(root)
+        return revisions
+
     revisions = SyncRevisions()
-    add_pair = revisions.add
 
     def add(member: Any) -> None:
-        add_pair(*_sync_member(member))
-
-    if fmt == "xml":
-
-        def add_batch(batch: list[Any]) -> None:
-            # The loop of a million members: what `_sync_member` does, inline for the
-            # usual `<id type="integer">` and `<revision type="integer">`.
-            for member in batch:
-                if member.__class__ is dict:
-                    ident = member.get("id")
-                    revision = member.get("revision")
-                    if (
-                        ident.__class__ is int
-                        and revision.__class__ is int
-                        and INT64_MIN <= ident <= INT64_MAX
-                        and INT64_MIN <= revision <= INT64_MAX
-                    ):
-                        add_pair(ident, revision)
-                        continue
-                add(member)
-
-        root = decode_xml_batches(body, add_batch)
-        if snake_name(root) not in ("invoices", "invoice"):
-            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
-        return revisions
+        revisions.add(*_sync_member(member))
 
     def hook(obj: dict[str, Any]) -> Any:
         if "revision" in obj and "id" in obj:
@@ -285,6 +272,11 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
 
 
 _TAKEN = object()
+
+
+def _check_sync_root(root: str) -> None:
+    if snake_name(root) not in ("invoices", "invoice"):
+        raise DecodeError(f"expected a 'invoices' list, got {root!r}")
 
 
 def _sync_member(member: Any) -> tuple[int, int]:

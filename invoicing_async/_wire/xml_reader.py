@@ -26,7 +26,7 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = ["MAX_DEPTH", "XmlReader", "xml_error_text"]
+__all__ = ["MAX_DEPTH", "ElementCount", "XmlReader", "xml_error_text"]
 
 # Rails documents nest five levels (invoices > invoice > details > detail > field); a
 # hundred leaves room for any real extension and refuses a pathological one early.
@@ -141,6 +141,31 @@ def _finish_text(kind: Any, text: Any) -> Any:
     return None if text is None else kind(text)
 
 
+class ElementCount:
+    """The `MAX_ELEMENTS` limit, counted from the bytes as they are fed, before they are
+    parsed: a flood of tiny elements is refused before it is built, at no cost per
+    element. "<" minus "</" counts every start tag (and comment or processing
+    instruction: an upper bound)."""
+
+    __slots__ = ("_last", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._last = b""  # the last byte fed, for a "</" split between two chunks
+
+    def add(self, chunk: bytes | memoryview) -> None:
+        if not chunk:
+            return
+        raw = bytes(chunk) if isinstance(chunk, memoryview) else chunk
+        count = count_in(raw, b"<") - count_in(raw, b"</")
+        if self._last == b"<" and raw[:1] == b"/":
+            count -= 1
+        self._last = raw[-1:]
+        self.count += count
+        if self.count > MAX_ELEMENTS:
+            check_element_count(self.count, "XML document")
+
+
 def xml_error_text(exc: ExpatError) -> str:
     return ErrorString(exc.code) if exc.code is not None else str(exc)
 
@@ -165,14 +190,13 @@ class XmlReader:
         self.root: str | None = None
         self.value: Any = None
         self._ready: list[Any] = []
-        self._elements = 0  # an upper bound: the start tags of every byte fed so far
-        self._last = b""  # the last byte fed, for a "</" split between two chunks
+        self._count = ElementCount()
         self._failed = False
         self._parser = self._build(members, on_root, encoding)
 
     def feed(self, chunk: bytes | memoryview) -> list[Any]:
         """Parse the next bytes; returns the list members completed by them."""
-        self._count(chunk)
+        self._count.add(chunk)
         self._parse(chunk, False)
         return self._take()
 
@@ -188,21 +212,6 @@ class XmlReader:
         out = ready.copy()
         ready.clear()
         return out
-
-    def _count(self, chunk: bytes | memoryview) -> None:
-        # Counted from the bytes before they are parsed, so a flood of tiny elements is
-        # refused before it is built, at no cost per element. "<" minus "</" counts every
-        # start tag (and comment or processing instruction: an upper bound).
-        if not chunk:
-            return
-        raw = bytes(chunk) if isinstance(chunk, memoryview) else chunk
-        count = count_in(raw, b"<") - count_in(raw, b"</")
-        if self._last == b"<" and raw[:1] == b"/":
-            count -= 1
-        self._last = raw[-1:]
-        self._elements += count
-        if self._elements > MAX_ELEMENTS:
-            check_element_count(self._elements, "XML document")
 
     def _parse(self, data: bytes | memoryview, final: bool) -> None:
         if self._failed:

@@ -1,0 +1,111 @@
+"""The sync list's fast path: `<invoice><id type="integer">…</id><revision type="integer">…`
+into two integer arrays, with one small handler and C for the rest.
+
+A sync list is the one response whose size grows with the whole account (a million
+invoices is 80 MB), and it has one shape. Only element starts run Python here, and only
+to classify: a member (no attributes) or a typed-integer leaf. Texts and end tags go
+straight into one list (bound `list.append` as the expat handler), and the shape is
+checked afterwards with slices and counts: per member exactly a member start, an `id`
+leaf holding ASCII digits, a `revision` leaf holding ASCII digits, the member's end.
+Anything else (another element, attribute, text, a comment, a refused declaration, a
+malformed document) gives up, and the caller decodes the body with `XmlReader`, which
+gives the same pairs for this shape and the right error for any other.
+
+Why the checks suffice: a text and an end name are both `str`, but an XML name never
+starts with an ASCII digit, so a digits-only entry is a text; buffered text arrives in one
+piece per run between two tags, so the entry after it is the leaf's end tag.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+from xml.parsers.expat import ParserCreate
+
+from invoicing_async._wire.scalars import MAX_ELEMENTS
+
+__all__ = ["read_sync_pairs"]
+
+_MEMBER = object()  # the start of an element without attributes
+_LEAF = object()  # the start of a `type="integer"` element
+_BLOCK = 8  # one member: start, leaf start, text, end, leaf start, text, end, end
+
+
+class _GiveUp(Exception):
+    """Not the usual shape: the general reader decides."""
+
+
+def read_sync_pairs(body: bytes) -> tuple[str, array[int], array[int]] | None:
+    """(root name, ids, revisions) in document order, or None to say "decode it in full"."""
+    try:
+        return _read(body)
+    except Exception:  # any surprise, even a refused document: the general path decides
+        return None
+
+
+def _read(body: bytes) -> tuple[str, array[int], array[int]]:
+    parser = ParserCreate()
+    parser.buffer_text = True
+    parser.ordered_attributes = True
+    events: list[Any] = []
+    add = events.append
+    integer = ["type", "integer"]
+    roots: list[str] = []
+
+    def start(_name: str, attrs: list[str]) -> None:
+        if not attrs:
+            add(_MEMBER)
+        elif attrs == integer:
+            add(_LEAF)
+        else:
+            raise _GiveUp
+
+    def start_root(name: str, attrs: list[str]) -> None:
+        if attrs and attrs != ["type", "array"]:
+            raise _GiveUp
+        roots.append(name)
+        parser.StartElementHandler = start
+
+    def refuse(*_args: Any) -> None:
+        raise _GiveUp
+
+    parser.StartElementHandler = start_root
+    parser.EndElementHandler = add
+    parser.CharacterDataHandler = add
+    # Nothing but elements: the element count is known from the members at the end.
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.CommentHandler = refuse
+    parser.ProcessingInstructionHandler = refuse
+    parser.StartCdataSectionHandler = refuse
+    # The body is whole already and what this path keeps is small: parsed in one call
+    # (a call's end would split a text in two).
+    parser.Parse(body, True)
+    del events[-1]  # the root's end
+    pairs = _pairs(events)
+    if pairs is None:  # white space between the tags (an indented document), dropped
+        pairs = _pairs([e for e in events if e.__class__ is not str or not e.isspace()])
+    if pairs is None or 3 * len(pairs[0]) + 2 > MAX_ELEMENTS:
+        raise _GiveUp  # (the general path refuses a body past the limit, naming it)
+    return roots[0], pairs[0], pairs[1]
+
+
+def _pairs(events: list[Any]) -> tuple[array[int], array[int]] | None:
+    members, rest = divmod(len(events), _BLOCK)
+    if rest or (
+        events[0::_BLOCK].count(_MEMBER) != members
+        or events[1::_BLOCK].count(_LEAF) != members
+        or events[4::_BLOCK].count(_LEAF) != members
+        or events[3::_BLOCK].count("id") != members
+        or events[6::_BLOCK].count("revision") != members
+    ):
+        return None
+    "".join(events[7::_BLOCK])  # the members' ends: a start there is a TypeError
+    ids = events[2::_BLOCK]
+    revisions = events[5::_BLOCK]
+    for texts in (ids, revisions):
+        digits = "".join(texts)  # TypeError for a start: give up
+        if not (digits.isascii() and digits.isdigit()):
+            return None
+    # Past 64 bits, the array raises OverflowError: give up.
+    return array("q", map(int, ids)), array("q", map(int, revisions))
