@@ -147,20 +147,22 @@ class ElementCount:
     element. "<" minus "</" counts every start tag (and comment or processing
     instruction: an upper bound)."""
 
-    __slots__ = ("_last", "count")
+    __slots__ = ("_open", "count")
 
     def __init__(self) -> None:
         self.count = 0
-        self._last = b""  # the last byte fed, for a "</" split between two chunks
+        self._open = False  # the last chunk ended in "<": counted once the next shows "/"
 
     def add(self, chunk: bytes | memoryview) -> None:
         if not chunk:
             return
         raw = bytes(chunk) if isinstance(chunk, memoryview) else chunk
         count = count_in(raw, b"<") - count_in(raw, b"</")
-        if self._last == b"<" and raw[:1] == b"/":
+        if self._open and raw[:1] != b"/":
+            count += 1
+        self._open = raw[-1:] == b"<"
+        if self._open:
             count -= 1
-        self._last = raw[-1:]
         self.count += count
         if self.count > MAX_ELEMENTS:
             check_element_count(self.count, "XML document")
@@ -191,6 +193,7 @@ class XmlReader:
         self.value: Any = None
         self._ready: list[Any] = []
         self._count = ElementCount()
+        self._failed_value = False
         self._failed = False
         self._parser = self._build(members, on_root, encoding)
 
@@ -203,6 +206,9 @@ class XmlReader:
     def close(self) -> list[Any]:
         """The end of the document: returns the last members; `value` is then set."""
         self._parse(b"", True)
+        if self._failed_value:
+            self._failed = True
+            _raise_first_failure(self.value)
         return self._take()
 
     def _take(self) -> list[Any]:
@@ -259,6 +265,7 @@ class XmlReader:
         leaf: Any = None
         ltext: Any = None
         emitted = False  # members mode: a member was handed on
+        failed = False  # a value could not be decoded: see `_Failed`
 
         def start(name: str, attrs: list[str]) -> None:
             nonlocal kind, kids, text, repeated, leaf, ltext
@@ -290,29 +297,38 @@ class XmlReader:
                 leaf = SKIP  # inside a scalar or nil element: dropped, never decoded
             ltext = None
 
-        def end(name: str) -> None:
-            nonlocal kind, kids, text, repeated, leaf, emitted
+        def end(name: str) -> None:  # noqa: C901
+            nonlocal kind, kids, text, repeated, leaf, emitted, failed
             k = leaf
-            if k is not None:  # an element without children: most of them
-                leaf = None
-                if ltext.__class__ is str:
-                    value: Any = ltext if k is PLAIN else k(ltext)
-                elif ltext is None:
-                    value = None if k is NIL else "" if k is PLAIN else [] if k is ARRAY else None
-                else:  # text in pieces
-                    joined = "".join(ltext)
-                    value = joined if k is PLAIN else k(joined)
-            else:  # the element that has children
-                k = kind
-                if k is PLAIN:
-                    value = kids
-                elif k is ARRAY:
-                    value = _flatten(kids, repeated)  # type: ignore[arg-type]
-                elif k is MEMBERS:
-                    value = None
-                else:  # a scalar whose children were dropped
-                    value = _finish_text(k, text)
-                kind, kids, text, repeated = pop()
+            try:
+                if k is not None:  # an element without children: most of them
+                    leaf = None
+                    if ltext.__class__ is str:
+                        value: Any = ltext if k is PLAIN else k(ltext)
+                    elif ltext is None:
+                        value = (
+                            None if k is NIL else "" if k is PLAIN else [] if k is ARRAY else None
+                        )
+                    else:  # text in pieces
+                        joined = "".join(ltext)
+                        value = joined if k is PLAIN else k(joined)
+                else:  # the element that has children
+                    k, own, own_text, own_repeated = kind, kids, text, repeated
+                    kind, kids, text, repeated = pop()
+                    if k is PLAIN:
+                        value = own
+                    elif k is ARRAY:
+                        value = _flatten(own, own_repeated)  # type: ignore[arg-type]
+                    elif k is MEMBERS:
+                        value = None
+                    else:  # a scalar whose children were dropped
+                        value = _finish_text(k, own_text)
+            except DecodeError as exc:
+                # Raised once the member (or document) is complete, so a malformed
+                # document is reported as such, and the first bad value in the order
+                # xmltodict's converter met them.
+                value = _Failed(exc)
+                failed = True
             if kind is PLAIN or kind is ARRAY:
                 if kids is None:
                     kids = {name: value}
@@ -321,10 +337,13 @@ class XmlReader:
                 else:
                     kids[name] = value
             elif kind is MEMBERS:
+                if failed:
+                    _raise_first_failure(value)
                 emitted = True
                 emit(value)
             elif kind is TOP:
                 self.value = value
+                self._failed_value = failed
 
         def chars(data: str) -> None:
             nonlocal text, ltext
@@ -350,6 +369,28 @@ class XmlReader:
         parser.EntityDeclHandler = _refuse_entity
         parser.StartDoctypeDeclHandler = _refuse_doctype
         return parser
+
+
+class _Failed:
+    """In place of a value that could not be decoded, until its member or document is
+    complete: the error is raised then (as the converter over xmltodict's tree did)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+
+
+def _raise_first_failure(value: Any) -> None:
+    """Raise the error of the first `_Failed` in `value`, in the order of its dicts."""
+    if value.__class__ is _Failed:
+        raise value.error
+    if value.__class__ is dict:
+        for item in value.values():
+            _raise_first_failure(item)
+    elif value.__class__ is list:
+        for item in value:
+            _raise_first_failure(item)
 
 
 def _too_deep() -> None:

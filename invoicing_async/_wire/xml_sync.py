@@ -92,6 +92,8 @@ def _read(body: bytes) -> tuple[str, array[int], array[int]]:
 
 def _pairs(events: list[Any]) -> tuple[array[int], array[int]] | None:
     members, rest = divmod(len(events), _BLOCK)
+    if not events:
+        return array("q"), array("q")
     if rest or (
         events[0::_BLOCK].count(_MEMBER) != members
         or events[1::_BLOCK].count(_LEAF) != members
