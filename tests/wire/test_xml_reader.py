@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from invoicing_async._wire import scalars, xml_reader
+from invoicing_async._wire import scalars, xml_kinds
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async._wire.xml_reader import MAX_DEPTH, ElementCount, XmlReader
 from invoicing_async.errors import DecodeError
@@ -208,7 +208,7 @@ def test_an_undeclared_entity_is_malformed() -> None:
 
 
 def test_element_count_is_kept_across_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(xml_reader, "MAX_ELEMENTS", 10)
+    monkeypatch.setattr(xml_kinds, "MAX_ELEMENTS", 10)
     monkeypatch.setattr(scalars, "MAX_ELEMENTS", 10)
     body = b"<r>" + b"<i>1</i>" * 9 + b"</r>"  # 10 elements: at the limit
     assert fed(body, list(range(len(body))))[1] == {"i": ["1"] * 9}
