@@ -2,7 +2,10 @@
 
 Decoding follows the field notes: the `type` attribute types a scalar (an unknown type
 means string), `nil="true"` is None, an empty element is "", and only `type="array"`
-makes a list, whatever the number of members. Entity declarations are refused.
+makes a list, whatever the number of members (repeated untyped siblings also make one,
+as Rails reads them). Document type and entity declarations are refused. It runs on
+pyexpat directly (`XmlReader`, fed in slices, members handed on as they close); encoding
+stays on xmltodict, which writes the small request bodies well.
 """
 
 from __future__ import annotations

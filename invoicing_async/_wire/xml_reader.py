@@ -42,6 +42,7 @@ __all__ = ["MAX_DEPTH", "ElementCount", "XmlReader", "xml_error_text"]
 
 
 def xml_error_text(exc: ExpatError) -> str:
+    """expat's words for a failure, without the position (`DecodeError` carries that)."""
     return ErrorString(exc.code) if exc.code is not None else str(exc)
 
 
@@ -72,7 +73,12 @@ class XmlReader:
 
     def feed(self, chunk: bytes | memoryview) -> list[Any]:
         """Parse the next bytes; returns the list members completed by them."""
-        self._count.add(chunk)
+        if not self._failed:
+            try:
+                self._count.add(chunk)
+            except DecodeError:
+                self._failed = True
+                raise
         self._parse(chunk, False)
         return self._take()
 
@@ -102,7 +108,7 @@ class XmlReader:
             raise DecodeError(
                 f"malformed XML: {xml_error_text(exc)}", position=(exc.lineno, exc.offset)
             ) from None
-        except ValueError as exc:  # an entity declaration
+        except ValueError as exc:  # a document type or entity declaration
             self._failed = True
             raise DecodeError(f"refused XML: {exc}") from None
         except LookupError as exc:  # an XML declaration naming an encoding Python lacks

@@ -29,6 +29,7 @@ __all__ = ["read_sync_pairs"]
 _MEMBER = object()  # the start of an element without attributes
 _LEAF = object()  # the start of a `type="integer"` element
 _BLOCK = 8  # one member: start, leaf start, text, end, leaf start, text, end, end
+_SLICE = 1 << 20
 
 
 class _GiveUp(Exception):
@@ -78,16 +79,42 @@ def _read(body: bytes) -> tuple[str, array[int], array[int]]:
     parser.CommentHandler = refuse
     parser.ProcessingInstructionHandler = refuse
     parser.StartCdataSectionHandler = refuse
-    # The body is whole already and what this path keeps is small: parsed in one call
-    # (a call's end would split a text in two).
-    parser.Parse(body, True)
-    del events[-1]  # the root's end
-    pairs = _pairs(events)
-    if pairs is None:  # white space between the tags (an indented document), dropped
-        pairs = _pairs([e for e in events if e.__class__ is not str or not e.isspace()])
-    if pairs is None or 3 * len(pairs[0]) + 2 > MAX_ELEMENTS:
-        raise _GiveUp  # (the general path refuses a body past the limit, naming it)
-    return roots[0], pairs[0], pairs[1]
+    # Fed in slices that end just after a ">", so that no text is split in two (a Parse
+    # call's end flushes its text), and read a slice at a time: a million members never
+    # exist as events, only as the two arrays (16 bytes a member).
+    ids: array[int] = array("q")
+    revisions: array[int] = array("q")
+    pending = events
+    at = 0
+    while at < len(body):
+        cut = body.rfind(b">", at, at + _SLICE) + 1 or at + _SLICE
+        parser.Parse(body[at:cut], False)
+        at = cut
+        pending = _take_pairs(pending, ids, revisions)
+        if 3 * len(ids) + 2 > MAX_ELEMENTS:
+            raise _GiveUp  # the general path refuses it, naming the limit
+        parser.CharacterDataHandler = parser.EndElementHandler = add = pending.append
+    parser.Parse(b"", True)
+    del pending[-1]  # the root's end
+    if _take_pairs(pending, ids, revisions):
+        raise _GiveUp  # not whole members
+    return roots[0], ids, revisions
+
+
+def _take_pairs(events: list[Any], ids: array[int], revisions: array[int]) -> list[Any]:
+    """Move the pairs of the whole members at the start of `events` into the arrays;
+    returns what is left (a member not yet closed). Raises `_GiveUp` for another shape."""
+    whole = len(events) // _BLOCK * _BLOCK
+    pairs = _pairs(events[:whole])
+    if pairs is None:  # white space between the tags (an indented document): dropped
+        events = [e for e in events if e.__class__ is not str or not e.isspace()]
+        whole = len(events) // _BLOCK * _BLOCK
+        pairs = _pairs(events[:whole])
+        if pairs is None:
+            raise _GiveUp
+    ids.extend(pairs[0])
+    revisions.extend(pairs[1])
+    return events[whole:]
 
 
 def _pairs(events: list[Any]) -> tuple[array[int], array[int]] | None:

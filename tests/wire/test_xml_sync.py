@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from invoicing_async._models import documents
 from invoicing_async._models.documents import dump_sync_entries, load_sync_revisions
+from invoicing_async._wire import xml_sync
 from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import SyncEntry
@@ -81,6 +82,16 @@ def outcome(body: bytes) -> Any:
 def test_fast_path_agrees_with_the_general_reader(body: bytes) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
         assert outcome(body) == general(body, monkeypatch)
+
+
+@MANY
+@given(body=sync_bodies(), piece=st.integers(1, 300))
+def test_any_slice_size_agrees(body: bytes, piece: int) -> None:
+    """The fast path reads the body a slice at a time, each ending after a ">"."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        expected = general(body, monkeypatch)
+        monkeypatch.setattr(xml_sync, "_SLICE", piece)
+        assert outcome(body) == expected
 
 
 @pytest.mark.parametrize("pretty", [False, True])
