@@ -43,6 +43,26 @@ class Result:
         return data
 
 
+def paired_timings(
+    ours: Callable[[], object], baseline: Callable[[], object], *, repeat: int = 25
+) -> tuple[list[float], list[float]]:
+    """Seconds of each run of `ours` and of `baseline`, run in turns (collector paused), so
+    a busy spell of a shared machine lands on both sides alike."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(repeat):
+        for fn, times in ((baseline, theirs), (ours, mine)):
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+            finally:
+                gc.enable()
+    return mine, theirs
+
+
 def best_of(fn: Callable[[], object], *, repeat: int = 25) -> float:
     """The fastest of `repeat` runs, in seconds: the least disturbed by a shared machine.
 

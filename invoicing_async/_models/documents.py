@@ -32,6 +32,7 @@ from invoicing_async._wire.json import (
 )
 from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
+from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
@@ -257,16 +258,21 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     Streamed: each member goes into two integer arrays as it is read, so a list of a
     million invoices never exists as a million objects.
     """
+    if fmt == "xml":
+        fast = read_sync_pairs(body)
+        if fast is not None:  # the usual shape, read without building members
+            root, ids, revs = fast
+            _check_sync_root(root)
+            return SyncRevisions.from_arrays(ids, revs)
+        revisions = SyncRevisions()
+        root = decode_xml_members(body, lambda member: revisions.add(*_sync_member(member)))
+        _check_sync_root(root)
+        return revisions
+
     revisions = SyncRevisions()
 
     def add(member: Any) -> None:
         revisions.add(*_sync_member(member))
-
-    if fmt == "xml":
-        root = decode_xml_members(body, add)
-        if snake_name(root) not in ("invoices", "invoice"):
-            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
-        return revisions
 
     def hook(obj: dict[str, Any]) -> Any:
         if "revision" in obj and "id" in obj:
@@ -288,6 +294,11 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
 
 
 _TAKEN = object()
+
+
+def _check_sync_root(root: str) -> None:
+    if snake_name(root) not in ("invoices", "invoice"):
+        raise DecodeError(f"expected a 'invoices' list, got {root!r}")
 
 
 def _sync_member(member: Any) -> tuple[int, int]:

@@ -2,7 +2,10 @@
 
 Decoding follows the field notes: the `type` attribute types a scalar (an unknown type
 means string), `nil="true"` is None, an empty element is "", and only `type="array"`
-makes a list, whatever the number of members. Entity declarations are refused.
+makes a list, whatever the number of members (repeated untyped siblings also make one,
+as Rails reads them). Document type and entity declarations are refused. It runs on
+pyexpat directly (`XmlReader`, fed in slices, members handed on as they close); encoding
+stays on xmltodict, which writes the small request bodies well.
 """
 
 from __future__ import annotations
@@ -11,37 +14,21 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
-from xml.parsers.expat import ExpatError
 
 import xmltodict
 
-from invoicing_async._wire.scalars import (
-    MAX_ELEMENTS,
-    check_element_count,
-    count_in,
-    format_datetime,
-    format_decimal,
-    parse_bool,
-    parse_date,
-    parse_datetime,
-    parse_decimal,
-    parse_int,
-)
+from invoicing_async._wire.scalars import format_datetime, format_decimal
+from invoicing_async._wire.xml_reader import XmlReader
 from invoicing_async.errors import DecodeError
 
-__all__ = ["decode_xml", "decode_xml_members", "encode_xml", "member_name"]
-
-_SCALAR_PARSERS: dict[str, Callable[[str], Any]] = {
-    "integer": parse_int,
-    "decimal": parse_decimal,
-    # Money is never a float: Rails' `float` values become exact decimals too.
-    "float": parse_decimal,
-    "double": parse_decimal,
-    "boolean": parse_bool,
-    "date": parse_date,
-    "datetime": parse_datetime,
-    "dateTime": parse_datetime,
-}
+__all__ = [
+    "XmlReader",
+    "decode_xml",
+    "decode_xml_batches",
+    "decode_xml_members",
+    "encode_xml",
+    "member_name",
+]
 
 # Collection names whose members are not the plain singular.
 _MEMBER_NAMES = {
@@ -64,35 +51,27 @@ def member_name(collection: str) -> str:
     return collection
 
 
-def _parse(body: bytes | str, **options: Any) -> Any:
-    """xmltodict with entities refused; every parser failure becomes a `DecodeError`."""
-    if len(body) > MAX_ELEMENTS:  # a shorter body cannot hold more elements than that
-        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
-        check_element_count(count_in(raw, b"<") - count_in(raw, b"</"), "XML document")
-    try:
-        return xmltodict.parse(body, disable_entities=True, strip_whitespace=False, **options)
-    except ExpatError as exc:
-        raise DecodeError(
-            f"malformed XML: {xml_error_text(exc)}", position=(exc.lineno, exc.offset)
-        ) from None
-    except ValueError as exc:  # xmltodict: "entities are disabled"
-        raise DecodeError(f"refused XML: {exc}") from None
-    except LookupError as exc:  # an XML declaration naming an encoding Python lacks
-        raise DecodeError(f"malformed XML: {exc}") from None
-    except RecursionError:
-        raise DecodeError("XML document nested too deeply") from None
+def _raw(body: bytes | str) -> tuple[bytes, str | None]:
+    """The bytes to parse and the encoding that overrides the document's declaration."""
+    if isinstance(body, str):
+        try:
+            return body.encode("utf-8"), "utf-8"
+        except UnicodeEncodeError as exc:  # a lone surrogate
+            raise DecodeError(f"refused XML: {exc}") from None
+    return body, None
 
 
 def decode_xml(body: bytes | str) -> tuple[str, Any]:
     """Parse a document into ``(root name, value)``; every failure is a `DecodeError`."""
-    tree = _parse(body)
-    if not isinstance(tree, dict) or len(tree) != 1:
+    raw, encoding = _raw(body)
+    reader = XmlReader(encoding=encoding)
+    view = memoryview(raw)
+    for start in range(0, len(raw), _SLICE):
+        reader.feed(view[start : start + _SLICE])
+    reader.close()
+    if reader.root is None:
         raise DecodeError("XML document without a single root element")
-    ((root, value),) = tree.items()
-    try:
-        return root, _convert(value)
-    except RecursionError:
-        raise DecodeError("XML document nested too deeply") from None
+    return reader.root, reader.value
 
 
 def decode_xml_members(
@@ -103,72 +82,42 @@ def decode_xml_members(
     """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`.
 
     The whole tree is never built, so a list of a million members costs only what
-    `on_member` keeps. `on_root` sees the root name before the first member (and may
-    raise to refuse the document). Returns the root name.
+    `on_member` keeps. `on_root` sees the root name before the first member is decoded
+    (and may raise to refuse the document). Returns the root name.
     """
-    roots: list[str] = []
 
-    def member(path: list[tuple[str, Any]], item: Any) -> bool:
-        if not roots:
-            roots.append(path[0][0])
-            if on_root is not None:
-                on_root(path[0][0])
-        on_member(_convert(item))
-        return True
+    def each(batch: list[Any]) -> None:
+        for member in batch:
+            on_member(member)
 
-    _parse(body, item_depth=2, item_callback=member)
-    if roots:
-        return roots[0]
-    return decode_xml(body)[0]  # no members: the document is tiny
+    return decode_xml_batches(body, each, on_root)
 
 
-def xml_error_text(exc: ExpatError) -> str:
-    from xml.parsers.expat import ErrorString
-
-    return ErrorString(exc.code) if exc.code is not None else str(exc)
-
-
-def _convert(value: Any) -> Any:
-    # The hot loop of decoding: one call per element, so it avoids every needless lookup.
-    cls = value.__class__
-    if cls is str:
-        return value
-    if value is None:
-        return ""
-    if cls is list:
-        # Repeated elements without type="array": Rails also reads them as a list.
-        return [_convert(v) for v in value]
-    typ = value.get("@type")
-    if typ is not None:
-        parser = _SCALAR_PARSERS.get(typ)
-        if parser is not None:
-            text = value.get("#text")
-            if text is None:
-                # nil="true", or an empty typed element, which Rails writes only for nil.
-                return None
-            return parser(text)
-        if typ == "array":
-            return None if value.get("@nil") == "true" else _convert_array(value)
-    if value.get("@nil") == "true":
-        return None
-    children = {k: _convert(v) for k, v in value.items() if k[0] != "@" and k[0] != "#"}
-    if children:
-        return children
-    # Untyped (or unknown type) element carrying only text and attributes: a string.
-    text = value.get("#text")
-    return "" if text is None else text
+def decode_xml_batches(
+    body: bytes | str,
+    on_batch: Callable[[list[Any]], None],
+    on_root: Callable[[str], None] | None = None,
+) -> str:
+    """`decode_xml_members` a list at a time: the members each slice of the body
+    completed, for a caller whose work per member is small enough to count."""
+    raw, encoding = _raw(body)
+    reader = XmlReader(members=True, on_root=on_root, encoding=encoding)
+    view = memoryview(raw)
+    for start in range(0, len(raw), _SLICE):
+        batch = reader.feed(view[start : start + _SLICE])
+        if batch:
+            on_batch(batch)
+    batch = reader.close()
+    if batch:
+        on_batch(batch)
+    if reader.root is None:
+        raise DecodeError("XML document without a single root element")
+    return reader.root
 
 
-def _convert_array(value: dict[str, Any]) -> list[Any]:
-    items: list[Any] = []
-    for key, member in value.items():
-        if key[0] in "@#":
-            continue
-        if member.__class__ is list:
-            items.extend(_convert(m) for m in member)
-        else:
-            items.append(_convert(member))
-    return items
+# Bodies are fed a slice at a time: the elements of each are counted before it is parsed,
+# and a list's members are handed on per slice instead of all at the end.
+_SLICE = 256 * 1024
 
 
 def encode_xml(

@@ -1,0 +1,242 @@
+"""The pieces of `XmlReader`: element kinds, the Rails types, the limits, and what its
+handlers call off the hot path (repetition, arrays, deferred errors, refusals)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from invoicing_async._wire.scalars import (
+    MAX_ELEMENTS,
+    check_element_count,
+    count_in,
+    parse_bool,
+    parse_date,
+    parse_datetime,
+    parse_decimal,
+    parse_int,
+)
+from invoicing_async.errors import DecodeError
+
+__all__ = [
+    "ARRAY",
+    "MAX_DEPTH",
+    "MEMBERS",
+    "NIL",
+    "PLAIN",
+    "SKIP",
+    "TOP",
+    "ElementCount",
+    "Failed",
+    "flatten",
+    "kept",
+    "kind_of",
+    "raise_first_failure",
+    "reader_types",
+    "refuse_doctype",
+    "refuse_entity",
+    "repeat",
+    "too_deep",
+]
+
+# Rails documents nest five levels (invoices > invoice > details > detail > field); a
+# hundred leaves room for any real extension and refuses a pathological one early.
+MAX_DEPTH = 100
+
+
+def _nil(_text: str) -> None:
+    return None
+
+
+class _Kind:
+    """A marker for an element that collects children (plain element, array, list root)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    def __call__(self, _text: str) -> list[Any]:
+        # Only ARRAY is ever called, for an array without members: empty, whatever its text.
+        return []
+
+
+PLAIN = _Kind("plain")  # children make a dict; without children, its text
+ARRAY = _Kind("array")  # type="array": the children in a list, text ignored
+MEMBERS = _Kind("members")  # the root of a list read member by member
+TOP = _Kind("top")  # above the root element
+# Elements whose children are dropped are kinds that are functions of the text.
+NIL: Callable[[str], None] = _nil  # nil="true": None whatever it holds
+SKIP: Callable[[str], None] = _nil  # inside a dropped element: never decoded
+
+
+def _int(text: str) -> int:
+    # Shorter than 19 characters, an integer is within 64 bits: no range check needed.
+    if len(text) < 19:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    return parse_int(text)  # the checks, and the error naming what is wrong
+
+
+_TYPES: dict[str, Any] = {
+    "integer": _int,
+    "decimal": parse_decimal,
+    # Money is never a float: Rails' `float` values become exact decimals too.
+    "float": parse_decimal,
+    "double": parse_decimal,
+    "boolean": parse_bool,
+    "date": parse_date,
+    "datetime": parse_datetime,
+    "dateTime": parse_datetime,
+    "array": ARRAY,
+}
+
+
+def kind_of(attrs: list[str]) -> Any:
+    """The kind an element's attributes give it (ordered `[name, value, …]` pairs)."""
+    typ = nil = None
+    for i in range(0, len(attrs), 2):
+        if attrs[i] == "type":
+            typ = attrs[i + 1]
+        elif attrs[i] == "nil":
+            nil = attrs[i + 1]
+    kind = _TYPES.get(typ, PLAIN) if typ is not None else PLAIN
+    if kind is ARRAY:
+        return NIL if nil == "true" else ARRAY
+    if kind is PLAIN and nil == "true":
+        return NIL
+    return kind  # a typed scalar: its text wins over nil="true"
+
+
+def flatten(kids: dict[str, Any], repeated: set[str] | None) -> list[Any]:
+    """An array's members: grouped by name in order of first appearance, as before."""
+    if repeated is None:
+        return list(kids.values())
+    if len(kids) == 1:
+        ((name, only),) = kids.items()
+        return only if name in repeated else [only]
+    items: list[Any] = []
+    for name, value in kids.items():
+        if name in repeated:
+            items.extend(value)
+        else:
+            items.append(value)
+    return items
+
+
+def repeat(kids: dict[str, Any], repeated: set[str] | None, name: str, value: Any) -> set[str]:
+    """A second element of one name: the values become a list (Rails-style repetition)."""
+    if repeated is None:
+        repeated = set()
+    if name in repeated:
+        kids[name].append(value)
+    else:
+        kids[name] = [kids[name], value]
+        repeated.add(name)
+    return repeated
+
+
+class ElementCount:
+    """The `MAX_ELEMENTS` limit, counted from the bytes as they are fed, before they are
+    parsed: a flood of tiny elements is refused before it is built, at no cost per
+    element. "<" minus "</" counts every start tag (and comment or processing
+    instruction: an upper bound)."""
+
+    __slots__ = ("_open", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._open = False  # the last chunk ended in "<": counted once the next shows "/"
+
+    def add(self, chunk: bytes | memoryview) -> None:
+        if not chunk:
+            return
+        raw = bytes(chunk) if isinstance(chunk, memoryview) else chunk
+        count = count_in(raw, b"<") - count_in(raw, b"</")
+        if self._open and raw[:1] != b"/":
+            count += 1
+        self._open = raw[-1:] == b"<"
+        if self._open:
+            count -= 1
+        self.count += count
+        if self.count > MAX_ELEMENTS:
+            check_element_count(self.count, "XML document")
+
+
+def kept(text: list[str] | None, texts: list[str]) -> list[str]:
+    """A scalar's text pieces so far, with `texts` added (joined once, at its end)."""
+    if text is None:
+        return texts.copy()
+    text.extend(texts)
+    return text
+
+
+def memo(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` remembering its values (immutable ones): the same dates, datetimes and
+    amounts recur across a list (a line's timestamps are its invoice's)."""
+    memo: dict[str, Any] = {}
+    get = memo.get
+
+    def parse_once(text: str) -> Any:
+        value = get(text)
+        if value is None:
+            value = parse(text)
+            if len(memo) < 4096:
+                memo[text] = value
+        return value
+
+    return parse_once
+
+
+def reader_types() -> dict[str, Any]:
+    """`_TYPES` with memos of this reader's own: what one document repeats."""
+    types = dict(_TYPES)
+    decimal, datetime = memo(parse_decimal), memo(parse_datetime)
+    types.update(
+        decimal=decimal,
+        float=decimal,
+        double=decimal,
+        date=memo(parse_date),
+        datetime=datetime,
+        dateTime=datetime,
+    )
+    return types
+
+
+class Failed:
+    """In place of a value that could not be decoded, until its member or document is
+    complete: the error is raised then (as the converter over xmltodict's tree did)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+
+
+def raise_first_failure(value: Any) -> None:
+    """Raise the error of the first `Failed` in `value`, in the order of its dicts."""
+    if value.__class__ is Failed:
+        raise value.error
+    if value.__class__ is dict:
+        for item in value.values():
+            raise_first_failure(item)
+    elif value.__class__ is list:
+        for item in value:
+            raise_first_failure(item)
+
+
+def too_deep() -> None:
+    raise DecodeError(f"XML document nested too deeply (more than {MAX_DEPTH} levels)")
+
+
+def refuse_entity(*_args: object) -> None:
+    raise ValueError("entities are disabled")
+
+
+def refuse_doctype(*_args: object) -> None:
+    raise ValueError("entities are disabled: a document type declaration was found")
