@@ -96,7 +96,7 @@ class InvoicingClient:
             on_request=on_request,
             trace_configs=trace_configs,
         )
-        self.budget.bind(self._transport.base_url.host or str(self._transport.base_url))
+        self.budget.bind(_account_host(self._transport.base_url))
         self._validate = validate
         self._today = today
         self._bind(options)
@@ -207,3 +207,10 @@ class InvoicingClient:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+def _account_host(url: URL) -> str:
+    """The budget's default key: the account's host, with its port when one is written
+    (as the accounts table keys it), so two fake accounts on two ports are two hours."""
+    host = url.host or str(url)
+    return host if url.explicit_port is None else f"{host}:{url.explicit_port}"

@@ -8,6 +8,7 @@ keys land in `extra`. The names come from `payloads`, which also writes wire tre
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import typing
 from collections.abc import Callable
 from decimal import Decimal
@@ -38,13 +39,19 @@ converter = cattrs.Converter()
 
 # -- scalar hooks: accept what either format sends, never go through float --------------
 
+# Amounts, rates and timestamps repeat within a response and across a sync (an invoice's
+# lines share its prices and times): parsed once, the same immutable value is reused.
+# A C-level cache, safe across threads; refusals raise and are not cached.
+_decimal_text = functools.lru_cache(maxsize=4096)(parse_decimal)
+_datetime_text = functools.lru_cache(maxsize=4096)(parse_datetime)
+
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
     cls = value.__class__
     if cls is Decimal:
         return typing.cast(Decimal, value)
     if cls is str:
-        return parse_decimal(value) if value.strip() else None
+        return _decimal_text(value) if value.strip() else None
     if cls is int:
         return Decimal(value)
     if cls is float:
@@ -123,7 +130,7 @@ def _datetime(value: Any, _: Any) -> dt.datetime | None:
         result = typing.cast(dt.datetime, value)
         return result if result.tzinfo else result.replace(tzinfo=dt.timezone.utc)
     if cls is str:
-        return parse_datetime(value) if value.strip() else None
+        return _datetime_text(value) if value.strip() else None
     raise DecodeError(f"expected a datetime, got {_kind(value)}")
 
 

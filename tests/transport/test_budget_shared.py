@@ -241,6 +241,11 @@ async def test_a_shared_budget_serves_one_host_unless_keyed(tmp_path: Path) -> N
     with pytest.raises(ia.ConfigurationError, match="its own RateBudget"):
         ia.InvoicingClient("https://other.example.com", auth=auth, budget=budget)
     await budget.close()
+    # A written port is part of the account's host, as in the accounts table of workers.
+    ported = ia.RateBudget(shared=f"sqlite:///{tmp_path / 'p.db'}")
+    ia.InvoicingClient("https://acme.example.com:8443", auth=auth, budget=ported)
+    assert ported.key == "acme.example.com:8443"
+    await ported.close()
 
 
 def test_a_shared_url_never_shows_its_password() -> None:
