@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import logging
 import socket
+from typing import Any
 
 import aiohttp
 import pytest
@@ -329,6 +330,29 @@ async def test_response_size_is_bounded(scripted: ScriptedServer) -> None:
     async with scripted_client(scripted, max_response_bytes=1000) as client:
         with pytest.raises(ia.ResponseTooLargeError, match="max_response_bytes"):
             await client.current_session()
+
+
+async def test_a_large_body_is_joined_off_the_event_loop(
+    scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Joining tens of megabytes of chunks held the loop up to ~60 ms; past a megabyte the
+    join runs in a thread, and the body is the same."""
+    joined: list[int] = []
+    to_thread = asyncio.to_thread
+
+    async def spy(fn: Any, chunks: list[bytes]) -> Any:
+        joined.append(sum(map(len, chunks)))
+        return await to_thread(fn, chunks)
+
+    monkeypatch.setattr(asyncio, "to_thread", spy)
+    padded = SESSION.replace(b"</user>", b"<!--" + b" " * 3_000_000 + b"--></user>")
+    scripted.reply("GET", PATH, 200, padded)
+    scripted.reply("GET", PATH, 200, SESSION)
+    async with scripted_client(scripted) as client:
+        assert (await client.current_session()).email == "a@example.com"
+        assert joined == [len(padded)]
+        await client.current_session()  # a small body is joined in place
+        assert joined == [len(padded)]
 
 
 async def test_a_gzip_bomb_is_bounded_by_its_decompressed_size(scripted: ScriptedServer) -> None:
