@@ -93,10 +93,6 @@ def text_ok(value: str) -> bool:
     return True
 
 
-def _int_ok(value: int) -> bool:
-    return INT64_MIN <= value <= INT64_MAX
-
-
 _LONE_SURROGATE = (
     "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which no encoding can store"
 )
@@ -170,33 +166,37 @@ def _plain_text_ok(value: Any) -> bool:
     return True
 
 
+# What a field's value is, so the hot loop takes the common cases without a call.
+_OTHER, _TEXT, _INT, _LIST, _DECIMAL, _DATETIME = range(6)
+_KINDS = {str: _TEXT, int: _INT, Decimal: _DECIMAL, dt.datetime: _DATETIME}
+
+
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
-def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
-    table: dict[
-        str, tuple[str, Callable[[Any, Any], Any], Any, bool, Callable[[Any], bool] | None]
-    ] = {}
+def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:
+    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int]] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
             item_hook = converter.get_structure_hook(spec.item_model)
             fn: Callable[[Any, Any], Any] = _make_list_hook(spec.item_model, item_hook)
+            kind = _LIST
         else:
             fn = converter.get_structure_hook(spec.base_type)
-        # What a value of the right type must still pass: text encodable, ints in 64 bits.
-        check = text_ok if spec.base_type is str else _int_ok if spec.base_type is int else None
-        entry = (spec.name, fn, spec.base_type, spec.item_model is not None, check)
+            kind = _KINDS.get(spec.base_type, _OTHER)
+        entry = (spec.name, fn, spec.base_type, kind)
         for key in {spec.name, spec.wire, spec.request}:
             table[key] = entry
             table[wire_key(key, "xml")] = entry
     cls_name = cls.__name__
+    lookup = table.get
 
-    def structure_model(data: Any, _: Any) -> M:
+    def structure_model(data: Any, _: Any) -> M:  # noqa: C901 - one loop, kept flat for speed
         if data.__class__ is not dict:
             raise DecodeError(f"{cls_name}: expected an object, got {_kind(data)}")
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] | None = None
         for key, value in data.items():
-            entry = table.get(key)
+            entry = lookup(key)
             if entry is None:
                 if extra is None:
                     extra = {}
@@ -204,14 +204,30 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                     raise DecodeError(f"{cls_name}.{snake_name(key)}: {_LONE_SURROGATE}")
                 extra[snake_name(key)] = value
                 continue
-            name, hook, tp, is_list, check = entry
-            if value.__class__ is tp and (check is None or check(value)):
-                kwargs[name] = value  # typed by the XML codec already: nothing to convert
-                continue
+            name, hook, tp, kind = entry
             if value is None:
-                if is_list:
+                if kind == _LIST:
                     kwargs[name] = []
                 continue
+            # Already typed (XML's codec types values; JSON's ints and text): checked only.
+            if value.__class__ is tp:
+                if kind == _TEXT:
+                    if value.isascii() or text_ok(value):
+                        kwargs[name] = value
+                        continue
+                elif kind == _INT:
+                    if INT64_MIN <= value <= INT64_MAX:
+                        kwargs[name] = value
+                        continue
+                else:
+                    kwargs[name] = value
+                    continue
+            elif kind == _DECIMAL and value.__class__ is str and value[:1].isdigit():
+                try:  # JSON's amounts are text: parsed once each (`_decimal_text`)
+                    kwargs[name] = _decimal_text(value)
+                    continue
+                except DecodeError:
+                    pass  # `hook` says what is wrong, named below
             try:
                 kwargs[name] = hook(value, tp)
             except DecodeError as exc:
