@@ -173,7 +173,7 @@ _KINDS = {str: _TEXT, int: _INT, Decimal: _DECIMAL, dt.datetime: _DATETIME}
 
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
-def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:
+def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
     table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int]] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
