@@ -24,7 +24,7 @@ from invoicing_async.models import (
     SyncEntry,
 )
 from invoicing_async.testing._clock import FakeClock
-from invoicing_async.testing._documents import InvoiceDocuments
+from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
 from invoicing_async.testing._faults import FaultPlan
 from invoicing_async.testing._lines import apply_line_changes
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
@@ -78,6 +78,7 @@ class Account(TemplateOperations):
         tax_rates: Mapping[int, Decimal] | None = None,
         push_url: str | None = None,
         user_id: int = 1,
+        documents: DocumentAllowance | None = None,
     ) -> None:
         self.name = name
         self.username = username
@@ -90,7 +91,7 @@ class Account(TemplateOperations):
         self.user_id = user_id
         self.faults = FaultPlan()
         self.invoices: dict[int, Invoice] = {}
-        self.documents = InvoiceDocuments()  # encoded invoices; `_touch` marks them stale
+        self.documents = InvoiceDocuments(documents)  # encoded invoices; `_touch` makes stale
         self.templates: dict[int, RecurringTemplate] = {}
         self.requests: list[RecordedRequest] = []
         self.counters: Counter[str] = Counter()

@@ -12,12 +12,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
+import attrs
+
 from invoicing_async._models.payloads import Format, to_wire
 from invoicing_async._wire.json import encode_json
 from invoicing_async._wire.xml_writer import XML_DECLARATION, xml_element
 from invoicing_async.models import Invoice, SyncEntry
 
-__all__ = ["InvoiceDocuments", "sync_chunks"]
+__all__ = ["DocumentAllowance", "InvoiceDocuments", "sync_chunks"]
 
 _DECLARATION = XML_DECLARATION.encode()
 CHUNK_BYTES = 64 * 1024  # a streamed list goes out in pieces of about this size
@@ -31,12 +33,20 @@ def invoice_member(invoice: Invoice, fmt: Format) -> bytes:
     return encode_json("invoice", data)
 
 
-class InvoiceDocuments:
-    """Encoded invoices of one account, per format, up to `limit` bytes in all."""
+@attrs.define
+class DocumentAllowance:
+    """Bytes of kept documents, shared by the accounts of one service; none kept past it."""
 
-    def __init__(self, limit: int = 256 * 1024 * 1024) -> None:
-        self.limit = limit
-        self.size = 0
+    limit: int = 256 * 1024 * 1024
+    used: int = 0
+
+
+class InvoiceDocuments:
+    """Encoded invoices of one account, per format, within a (shared) allowance."""
+
+    def __init__(self, allowance: DocumentAllowance | None = None) -> None:
+        self.allowance = allowance or DocumentAllowance()
+        self.size = 0  # this account's share
         self.hits = 0
         self.misses = 0
         self._stamps: dict[int, int] = {}
@@ -54,7 +64,7 @@ class InvoiceDocuments:
         for fmt in ("xml", "json"):
             entry = self._kept.pop((ident, fmt), None)
             if entry is not None:
-                self.size -= len(entry[2])
+                self._count(-len(entry[2]))
 
     def member(self, invoice: Invoice, fmt: Format) -> bytes:
         """The invoice as a list member, encoded now or kept from before."""
@@ -69,12 +79,16 @@ class InvoiceDocuments:
         self.misses += 1
         body = invoice_member(invoice, fmt)
         if entry is not None:
-            self.size -= len(entry[2])
+            self._count(-len(entry[2]))
             del self._kept[(ident, fmt)]
-        if self.size + len(body) <= self.limit:
+        if self.allowance.used + len(body) <= self.allowance.limit:
             self._kept[(ident, fmt)] = (invoice, stamp, body)
-            self.size += len(body)
+            self._count(len(body))
         return body
+
+    def _count(self, change: int) -> None:
+        self.size += change
+        self.allowance.used += change
 
     def document(self, invoice: Invoice, fmt: Format) -> bytes:
         """The invoice as a whole document (what `dump_model(mode="document")` writes)."""

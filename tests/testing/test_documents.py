@@ -16,7 +16,7 @@ from invoicing_async.models import (
     RecurringTemplate,
     RecurringTemplateDetail,
 )
-from invoicing_async.testing import Account, FakeClock, FakeInvoicingService
+from invoicing_async.testing import Account, FakeClock, FakeInvoicingService, populate
 from invoicing_async.testing._documents import sync_chunks
 
 FORMATS: tuple[Format, ...] = ("xml", "json")
@@ -130,13 +130,21 @@ def test_generated_from_a_template_is_seen(account: Account) -> None:
     assert_fresh(account)
 
 
-def test_a_full_store_still_gives_fresh_documents() -> None:
+def test_a_full_allowance_still_gives_fresh_documents() -> None:
     service = FakeInvoicingService(invoices=30, seed=1)
-    service.account.documents.limit = 20_000
+    other = service.add_account("other")
+    populate(other, 30, seed=2)
+    service.documents.limit = 40_000
     assert_fresh(service.account)
-    assert 0 < service.account.documents.size <= 20_000
+    assert_fresh(other)
+    kept = service.account.documents.size + other.documents.size
+    assert service.account.documents.size > 0
+    assert kept == service.documents.used <= 40_000  # the accounts share one allowance
     service.account.mutate(min(service.account.invoices))
+    other.delete_invoice(min(other.invoices))
     assert_fresh(service.account)
+    assert_fresh(other)
+    assert service.account.documents.size + other.documents.size == service.documents.used
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
