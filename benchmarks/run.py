@@ -25,6 +25,7 @@ MODULES = [
     "bench_stall",
     "bench_handwritten",
     "bench_accounts",
+    "bench_fake",
 ]
 RESULTS = Path(__file__).parent / "results"
 

@@ -24,6 +24,7 @@ from invoicing_async.models import (
     SyncEntry,
 )
 from invoicing_async.testing._clock import FakeClock
+from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
 from invoicing_async.testing._faults import FaultPlan
 from invoicing_async.testing._lines import apply_line_changes
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
@@ -77,6 +78,7 @@ class Account(TemplateOperations):
         tax_rates: Mapping[int, Decimal] | None = None,
         push_url: str | None = None,
         user_id: int = 1,
+        documents: DocumentAllowance | None = None,
     ) -> None:
         self.name = name
         self.username = username
@@ -89,6 +91,7 @@ class Account(TemplateOperations):
         self.user_id = user_id
         self.faults = FaultPlan()
         self.invoices: dict[int, Invoice] = {}
+        self.documents = InvoiceDocuments(documents)  # encoded invoices; `_touch` makes stale
         self.templates: dict[int, RecurringTemplate] = {}
         self.requests: list[RecordedRequest] = []
         self.counters: Counter[str] = Counter()
@@ -120,6 +123,7 @@ class Account(TemplateOperations):
         now = self.clock.now().replace(microsecond=0)
         invoice.updated_at = now
         invoice.revision = max(int(now.timestamp()), (invoice.revision or 0) + 1)
+        self.documents.changed(invoice.id)
 
     def _history(self, invoice: Invoice, action: str, description: str | None = None) -> None:
         now = self.clock.now().replace(microsecond=0)
@@ -339,6 +343,7 @@ class Account(TemplateOperations):
     def delete_invoice(self, ident: int) -> None:
         self.get_invoice(ident)
         del self.invoices[ident]
+        self.documents.forget(ident)
 
     def list_invoices(self, filter_name: str | None = None) -> list[Invoice]:
         invoices = list(self.invoices.values())

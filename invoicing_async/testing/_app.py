@@ -8,7 +8,7 @@ import binascii
 import email.utils
 import re
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -19,12 +19,13 @@ from invoicing_async._models.documents import (
     dump_field_errors,
     dump_list,
     dump_model,
-    dump_sync_entries,
 )
 from invoicing_async.errors import FieldError
 from invoicing_async.models import Invoice, InvoicePayment, RecurringTemplate
 from invoicing_async.testing._account import Account, RecordedRequest
+from invoicing_async.testing._documents import sync_chunks
 from invoicing_async.testing._requests import parse_body, parse_changes, parse_model, parse_sync_ids
+from invoicing_async.testing._responses import Body, Streamed, content_type, streamed, truncated
 from invoicing_async.testing._rules import Missing, Unprocessable
 
 if TYPE_CHECKING:
@@ -42,7 +43,12 @@ _OTHER_AREAS = (
     "tax_rates",
 )
 
-Result = tuple[int, bytes, dict[str, str]]
+# Lists longer than these are streamed: sent piece by piece as they are encoded.
+STREAM_INVOICES = 200
+STREAM_SYNC_ENTRIES = 10_000
+
+
+Result = tuple[int, Body, dict[str, str]]
 Handler = Callable[["Call"], Awaitable[Result]]
 
 
@@ -64,48 +70,55 @@ def _fmt(request: web.Request) -> Format:
     return "xml"
 
 
-def _content_type(fmt: Format) -> str:
-    return "application/json; charset=utf-8" if fmt == "json" else "application/xml; charset=utf-8"
-
-
-def _ok(status: int, body: bytes, **headers: str) -> Result:
+def _ok(status: int, body: Body, **headers: str) -> Result:
     return status, body, dict(headers)
+
+
+def _invoice_list(c: Call, invoices: Sequence[Invoice]) -> Body:
+    """A list document of invoices from the account's kept documents; long ones streamed."""
+    if len(invoices) > STREAM_INVOICES:
+        return Streamed(c.account.documents.list_chunks(invoices, c.fmt))
+    return c.account.documents.list_body(invoices, c.fmt)
+
+
+def _invoice(c: Call, invoice: Invoice) -> bytes:
+    return c.account.documents.document(invoice, c.fmt)
 
 
 # -- handlers: a call in, (status, body, extra headers) out ----------------------------------
 
 
 async def list_invoices(c: Call) -> Result:
-    return _ok(200, dump_list(c.account.list_invoices(c.params.get("filter")), c.fmt, Invoice))
+    return _ok(200, _invoice_list(c, c.account.list_invoices(c.params.get("filter"))))
 
 
 async def advanced_filter(c: Call) -> Result:
     params = parse_body(c.body, c.fmt, "filter") if c.body.strip() else {}
     params = {k.replace("-", "_"): v for k, v in params.items()}
-    return _ok(200, dump_list(c.account.advanced_filter(params), c.fmt, Invoice))
+    return _ok(200, _invoice_list(c, c.account.advanced_filter(params)))
 
 
 async def get_invoice(c: Call) -> Result:
-    return _ok(200, dump_model(c.account.get_invoice(int(c.params["id"])), c.fmt, mode="document"))
+    return _ok(200, _invoice(c, c.account.get_invoice(int(c.params["id"]))))
 
 
 async def get_by_number(c: Call) -> Result:
     for invoice in c.account.invoices.values():
         if invoice.invoice_id == c.params["number"]:
-            return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+            return _ok(200, _invoice(c, invoice))
     raise Missing(c.params["number"])
 
 
 async def create_invoice(c: Call) -> Result:
     invoice = c.account.create_invoice(parse_model(parse_body(c.body, c.fmt, "invoice"), Invoice))
     location = str(c.request.url.with_path(f"{API_PREFIX}/invoices/{invoice.id}.xml"))
-    return _ok(201, dump_model(invoice, c.fmt, mode="document"), Location=location)
+    return _ok(201, _invoice(c, invoice), Location=location)
 
 
 async def update_invoice(c: Call) -> Result:
     changes = parse_changes(parse_body(c.body, c.fmt, "invoice"), Invoice)
     invoice = c.account.update_invoice(int(c.params["id"]), changes)
-    return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+    return _ok(200, _invoice(c, invoice))
 
 
 async def send_invoice(c: Call) -> Result:
@@ -113,7 +126,7 @@ async def send_invoice(c: Call) -> Result:
     payload = {k.replace("-", "_"): v for k, v in raw.items()}
     reminder = c.params["action"] == "send_reminder"
     invoice = c.account.send_invoice(int(c.params["id"]), payload, reminder=reminder)
-    return _ok(200, dump_model(invoice, c.fmt, mode="document"))
+    return _ok(200, _invoice(c, invoice))
 
 
 async def register_payment(c: Call) -> Result:
@@ -128,8 +141,9 @@ async def delete_invoice(c: Call) -> Result:
 
 
 async def sync_list(c: Call) -> Result:
-    entries = c.account.sync_list()
-    body = dump_sync_entries(entries, c.fmt)
+    entries = c.account.sync_list()  # a snapshot: the pieces are encoded from it later
+    pieces = sync_chunks(entries, c.fmt)
+    body: Body = Streamed(pieces) if len(entries) > STREAM_SYNC_ENTRIES else b"".join(pieces)
     plan = c.account.faults
     if plan.mutate_after_list and entries:
         for entry in plan.rng.sample(entries, min(plan.mutate_after_list, len(entries))):
@@ -139,7 +153,7 @@ async def sync_list(c: Call) -> Result:
 
 
 async def sync_fetch(c: Call) -> Result:
-    return _ok(200, dump_list(c.account.sync_fetch(parse_sync_ids(c.body, c.fmt)), c.fmt, Invoice))
+    return _ok(200, _invoice_list(c, c.account.sync_fetch(parse_sync_ids(c.body, c.fmt))))
 
 
 async def list_templates(c: Call) -> Result:
@@ -279,12 +293,16 @@ def build_app(service: FakeInvoicingService) -> web.Application:
         plan = account.faults
         if plan.applies_to(request.path) and status < 400 and plan.roll(plan.truncate_rate):
             account.counters["truncated"] += 1
-            return await _truncated(request, status, payload, fmt, headers)
-        response = web.Response(status=status, body=payload, headers=headers)
+            whole = b"".join(payload.pieces) if isinstance(payload, Streamed) else payload
+            return await truncated(request, status, whole, fmt, headers)
         # The service's clock is the account's (fake) clock, also in the Date header.
-        response.headers["Date"] = email.utils.formatdate(account.clock.timestamp(), usegmt=True)
+        headers["Date"] = email.utils.formatdate(account.clock.timestamp(), usegmt=True)
+        if isinstance(payload, Streamed):
+            headers["Content-Type"] = content_type(fmt)
+            return await streamed(request, status, payload, headers)
+        response = web.Response(status=status, body=payload, headers=headers)
         if payload:
-            response.headers["Content-Type"] = _content_type(fmt)
+            response.headers["Content-Type"] = content_type(fmt)
         return response
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -339,19 +357,6 @@ async def _inject_faults(account: Account, request: web.Request, fmt: Format) ->
         account.counters["500"] += 1
         return 500, _error_body(fmt, "Internal server error (injected)"), {}
     return None
-
-
-async def _truncated(
-    request: web.Request, status: int, payload: bytes, fmt: Format, headers: dict[str, str]
-) -> web.StreamResponse:
-    response = web.StreamResponse(status=status, headers=headers)
-    response.content_type = _content_type(fmt).split(";")[0]
-    response.content_length = len(payload)
-    await response.prepare(request)
-    await response.write(payload[: len(payload) // 2])
-    assert request.transport is not None
-    request.transport.close()
-    return response
 
 
 def redirect_app(target: Callable[[], str]) -> web.Application:

@@ -20,6 +20,7 @@ from invoicing_async._transport.budget import RateBudget
 from invoicing_async.testing._account import Account, PushEvent
 from invoicing_async.testing._app import build_app, redirect_app
 from invoicing_async.testing._clock import FakeClock
+from invoicing_async.testing._documents import DocumentAllowance
 from invoicing_async.testing._generator import populate
 from invoicing_async.testing._ratelimit import WindowRule
 
@@ -61,6 +62,8 @@ class FakeInvoicingService:
         self.period = period
         self.window_rule: WindowRule = window_rule
         self.accounts: dict[str, Account] = {}
+        # Encoded invoices kept for the next response, all accounts together.
+        self.documents = DocumentAllowance()
         self.unauthorized = 0
         self.account = self.add_account(
             "default", username=username, password=password or secrets.token_urlsafe(16)
@@ -98,6 +101,7 @@ class FakeInvoicingService:
             period=self.period,
             window_rule=self.window_rule,
             push_url=push_url,
+            documents=self.documents,
         )
         account.on_state_change = self._queue_push
         self.accounts[account.username] = account

@@ -17,6 +17,7 @@ from invoicing_async.models import (
     RecurringTemplateDetail,
 )
 from invoicing_async.testing._clock import FakeClock
+from invoicing_async.testing._documents import InvoiceDocuments
 from invoicing_async.testing._lines import apply_line_changes
 from invoicing_async.testing._rules import (
     Missing,
@@ -36,6 +37,7 @@ class TemplateOperations:
     contacts: set[int]
     tax_rates: dict[int, Decimal]
     templates: dict[int, RecurringTemplate]
+    documents: InvoiceDocuments
     _template_ids: itertools.count[int]
     _detail_ids: itertools.count[int]
     create_invoice: Callable[[Invoice], Invoice]  # the account's own, used by run_templates
@@ -139,6 +141,7 @@ class TemplateOperations:
                     )
                 )
                 invoice.recurring_template_id = template.id
+                self.documents.changed(invoice.id)
                 made.append(invoice)
                 template.number_of_occurences = (template.number_of_occurences or 0) + 1
                 template.last_date = template.next_date
