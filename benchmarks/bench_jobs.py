@@ -1,0 +1,382 @@
+"""Many accounts on one PostgreSQL (issue #14): 2,000 accounts x 300 invoices, 3 workers.
+
+The fake service runs in its own process with each account on a port of its own (as each
+customer has a host of its own: the shared budget is keyed by host[:port]), 350 requests an
+hour each. Accounts are added (secrets as env: references), 3 `invoicing-async worker`
+processes start, `enqueue --all` queues every account; once a third are complete one worker
+is killed with SIGKILL and restarted. Measured until every account has a complete run:
+accounts per minute, requests per account against the minimum (1 list + 3 fetches), runs
+of one account that overlap (0), 403s (0), each batch commit's latency (apply_batch, timed
+inside the workers), and the peak RSS of reading 1,000,000 revisions in a fresh process.
+
+python -m benchmarks.bench_jobs [--quick] [--accounts N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+
+from benchmarks.common import Result
+from invoicing_async._jobs.accounts import add_account, new_account
+from tests.servers import start_postgres
+
+ROOT = Path(__file__).parents[1]
+INVOICES, WORKERS, CONCURRENCY, REVISIONS = 300, 3, 8, 1_000_000
+HEARTBEAT, STALLED_AFTER = 2.0, 10.0
+MAX_CONNECTIONS = 400  # each worker: 2 pools of 2 x 8 + 4, and a budget pool (<= 4) a run
+SECRET_ENV, PASSWORD = "INVOICING_BENCH_SECRET", "bench-pw"
+MINIMUM = 1 + math.ceil(INVOICES / 100)  # the sync list, then fetches of 100
+
+
+@attrs.frozen
+class Measured:
+    """One repeat's figures."""
+
+    accounts: int
+    seconds: float
+    complete: int
+    requests: int  # at the fake service, every run (lost ones too)
+    uninterrupted: float  # mean requests of a complete run, of accounts with no other run
+    refused: int
+    overlaps: int
+    lost: int
+    locked: int
+    batches: list[float]
+    connections: int
+
+
+async def _python(*args: str, log: Path | None = None) -> asyncio.subprocess.Process:
+    out = log.open("ab") if log is not None else None
+    try:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, *args, cwd=ROOT, env={**os.environ, SECRET_ENV: PASSWORD},
+            stdout=out or asyncio.subprocess.DEVNULL, stderr=out or asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+    finally:
+        if out is not None:
+            out.close()
+
+
+async def _cli(url: str, *args: str) -> None:
+    process = await _python("-m", "invoicing_async", *args, "--database-url", url)
+    if await process.wait() != 0:
+        raise RuntimeError(f"invoicing-async {' '.join(args)} exited {process.returncode}")
+
+
+class FakeService:
+    """benchmarks.jobs_server as a child: its accounts' URLs and request counters."""
+
+    def __init__(self, accounts: int, tmp: Path) -> None:
+        self.accounts = accounts
+        self.urls_path = tmp / "urls.json"
+        self.urls: dict[str, str] = {}
+        self.generated = ""
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.jobs_server", str(self.accounts), str(INVOICES),
+            PASSWORD, str(self.urls_path), cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        while (line := await self._line()) != "ready":
+            self.generated = line
+        self.urls = json.loads(self.urls_path.read_text())
+
+    async def _line(self) -> str:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        line = await asyncio.wait_for(self.process.stdout.readline(), 1800)
+        if not line:
+            raise RuntimeError("the fake service exited")
+        return line.decode().strip()
+
+    async def counters(self) -> dict[str, list[int]]:
+        assert self.process is not None
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"stats\n")
+        await self.process.stdin.drain()
+        counts: dict[str, list[int]] = json.loads(await self._line())
+        return counts
+
+    async def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            await self.process.wait()
+
+
+def _count(url: str, sql: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(sql).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+OVERLAPS = """
+SELECT count(*) FROM invoicing_runs a JOIN invoicing_runs b
+  ON a.account = b.account AND a.id < b.id
+WHERE a.status <> 'locked' AND b.status <> 'locked'
+  AND b.started_at < coalesce(a.finished_at, now())
+  AND a.started_at < coalesce(b.finished_at, now())
+"""
+CONNECTIONS = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+COMPLETE = "SELECT count(DISTINCT account) FROM invoicing_runs WHERE status = 'complete'"
+
+
+async def _add_accounts(url: str, urls: dict[str, str]) -> None:
+    """As `accounts add` does, in one connection (2,000 commands would time Python starting)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for name, base_url in urls.items():
+            account = new_account(
+                name, base_url=base_url, username=name, secret=f"env:{SECRET_ENV}", format="json"
+            )
+            assert await add_account(conn, account)
+        # Not due yet: `enqueue --all` queues them once the workers are up.
+        await conn.execute("UPDATE invoicing_accounts SET due_at = now() + interval '1 day'")
+
+
+async def _worker(url: str, batch_log: Path, log: Path) -> asyncio.subprocess.Process:
+    return await _python(
+        "-m", "benchmarks.jobs_worker", "worker", str(batch_log), "worker",
+        "--database-url", url, "--concurrency", str(CONCURRENCY),
+        "--heartbeat", str(HEARTBEAT), "--stalled-after", str(STALLED_AFTER), log=log,
+    )  # fmt: skip
+
+
+async def _wait_complete(
+    url: str, accounts: int, kill_at: int, workers: list[Any], tmp: Path
+) -> int:
+    """Poll until every account has a complete run; SIGKILL worker 0 at `kill_at`, restart it.
+    Returns the most connections to PostgreSQL seen at once."""
+    killed, connections = False, 0
+    last, last_change = -1, time.monotonic()
+    while (done := _count(url, COMPLETE)) < accounts:
+        connections = max(connections, _count(url, CONNECTIONS))
+        if done != last:
+            last, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > 300:
+            raise RuntimeError(f"no progress for 300 s at {done}/{accounts}; logs in {tmp}")
+        if not killed and done >= kill_at:
+            workers[0].send_signal(signal.SIGKILL)
+            await workers[0].wait()
+            killed = True
+            print(f"  killed a worker at {done}/{accounts} complete", file=sys.stderr)
+            await asyncio.sleep(STALLED_AFTER + 1)  # its heartbeat is stale: its jobs are lost
+            workers[0] = await _worker(url, tmp / "batches-0b.log", tmp / "worker-0b.log")
+        await asyncio.sleep(0.5)
+    return connections
+
+
+async def _repeat(pg_url: str, fake: FakeService, index: int, tmp: Path) -> Measured:
+    name = f"bench_jobs_{index}"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = pg_url.rsplit("/", 1)[0] + f"/{name}"
+    run_dir = tmp / name
+    run_dir.mkdir()
+    await _cli(url, "db", "migrate")
+    await _add_accounts(url, fake.urls)
+    before = await fake.counters()
+    workers = [
+        await _worker(url, run_dir / f"batches-{i}.log", run_dir / f"worker-{i}.log")
+        for i in range(WORKERS)
+    ]
+    await asyncio.sleep(3)  # the workers are up and idle
+    start = time.perf_counter()
+    try:
+        await _cli(url, "enqueue", "--all")
+        connections = await _wait_complete(url, fake.accounts, fake.accounts // 3, workers, run_dir)
+        seconds = time.perf_counter() - start
+    finally:
+        for worker in workers:
+            if worker.returncode is None:
+                worker.send_signal(signal.SIGTERM)
+        await asyncio.gather(*(w.wait() for w in workers))
+    after = await fake.counters()
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT avg(requests) FROM invoicing_runs r WHERE status = 'complete' AND NOT EXISTS"
+            " (SELECT 1 FROM invoicing_runs o WHERE o.account = r.account AND o.id <> r.id)"
+        ).fetchone()
+    return Measured(
+        accounts=fake.accounts,
+        seconds=seconds,
+        complete=_count(url, COMPLETE),
+        requests=sum(after[n][0] - before[n][0] for n in after),
+        uninterrupted=float(row[0]) if row and row[0] is not None else 0.0,
+        refused=sum(after[n][1] - before[n][1] for n in after),
+        overlaps=_count(url, OVERLAPS),
+        lost=_count(url, "SELECT count(*) FROM invoicing_runs WHERE status = 'lost'"),
+        locked=_count(url, "SELECT count(*) FROM invoicing_runs WHERE status = 'locked'"),
+        batches=[float(x) for p in run_dir.glob("batches-*.log") for x in p.read_text().split()],
+        connections=connections,
+    )
+
+
+async def _idle_batches(url: str) -> list[float]:
+    """apply_batch of 100 new invoices (ms) with nothing else running, in a fresh process."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.jobs_worker", "batches", url, "bench-1",
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await child.communicate()
+    return [float(x) for x in out.split()]
+
+
+async def _revisions_peak(url: str, repeat: int) -> tuple[float, float]:
+    """Peak RSS (MiB) of a fresh process reading 1,000,000 revisions, and before reading."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO invoicing_invoices (account, id, revision, document, synced_at)"
+            " SELECT 'million', g, 1000 + g %% 7, '\\x7b7d'::bytea, now()"
+            " FROM generate_series(1, %s) g",
+            (REVISIONS,),
+        )
+    peaks: list[tuple[float, float]] = []
+    for _ in range(repeat):
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.jobs_worker", "revisions", url, "million",
+            cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await child.communicate()
+        before, peak, count = out.decode().split()
+        assert int(count) == REVISIONS, count
+        peaks.append((float(peak), float(before)))
+    return min(peaks)
+
+
+@attrs.frozen
+class Measurement:
+    """Every repeat, and what is measured once."""
+
+    runs: list[Measured]
+    generated: str
+    idle_batches: list[float]
+    peak: tuple[float, float]
+
+
+async def measure(accounts: int, repeat: int) -> Measurement:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-jobs-") as name,
+        start_postgres(MAX_CONNECTIONS) as pg,
+    ):
+        tmp = Path(name)
+        fake = FakeService(accounts, tmp)
+        await fake.start()
+        print(f"  fake service: {fake.generated}", file=sys.stderr)
+        try:
+            runs = []
+            for i in range(repeat):
+                runs.append(await _repeat(pg.url(), fake, i, tmp))
+                print(f"  run {i + 1}: {runs[-1].seconds:.1f}s", file=sys.stderr)
+        finally:
+            await fake.stop()
+        url = pg.url().rsplit("/", 1)[0] + "/bench_jobs_0"
+        idle = await _idle_batches(url)
+        return Measurement(runs, fake.generated, idle, await _revisions_peak(url, 3))
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
+
+
+def results(m: Measurement) -> list[Result]:
+    runs, generated, peak = m.runs, m.generated, m.peak
+    n = runs[0].accounts
+    rates = [r.accounts * 60 / r.seconds for r in runs]
+    best = max(runs, key=lambda r: r.accounts / r.seconds)
+    batches = [x for r in runs for x in r.batches]
+    p50, p99 = _pct(batches, 0.5), _pct(batches, 0.99)
+    idle50, idle99 = _pct(m.idle_batches, 0.5), _pct(m.idle_batches, 0.99)
+    setup = f"{n} accounts x {INVOICES}, {WORKERS} workers x {CONCURRENCY}, one SIGKILLed"
+    spread = f"best {max(rates):.0f}, median {statistics.median(rates):.0f} of {len(runs)}"
+
+    def worst(field: str) -> float:
+        return max(float(getattr(r, field)) for r in runs)
+
+    return [
+        Result(
+            f"jobs: accounts per minute ({setup})", max(rates), n / 60, "accounts/min", 1.0,
+            higher_is_better=True, informational=True,
+            note=f"{spread}; bound: every account within the hour; {best.seconds:.0f}s for "
+            f"all, with the {STALLED_AFTER + 1:.0f}s pause after the kill; at most "
+            f"{worst('connections'):.0f} PostgreSQL connections at once; fake data: {generated}",
+        ),
+        Result(
+            "jobs: accounts without a complete run", n - min(r.complete for r in runs), n,
+            "accounts", 0.0, note=f"lost runs (the killed worker's): {worst('lost'):.0f}",
+        ),
+        Result(
+            "jobs: requests per account at the service / minimum", best.requests / n, MINIMUM,
+            "requests", 1.0, informational=True,
+            note=f"every run counted (an account whose run was lost syncs again, what its "
+            f"lost run stored is kept); minimum 1 list + {MINIMUM - 1} fetches of 100",
+        ),
+        Result(
+            "jobs: requests of an uninterrupted run / minimum", worst("uninterrupted"), MINIMUM,
+            "requests", 1.0, note="mean over the accounts that had one run only",
+        ),
+        Result(
+            "jobs: overlapping runs of one account", worst("overlaps"), 1, "pairs", 0.0,
+            note=f"runs that found the account locked: {worst('locked'):.0f}",
+        ),
+        Result(
+            "jobs: 403s from the service (budget overruns)", worst("refused"), 1, "responses", 0.0
+        ),
+        Result(
+            "jobs: PostgresStore batch commit p99", p99, p50, "ms", 1.0, informational=True,
+            note=f"p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(batches)} batches of 100, "
+            f"timed in the workers under the full load (2 shared cores)",
+        ),
+        Result(
+            "jobs: PostgresStore batch commit p99, nothing else running", idle99, idle50, "ms",
+            1.0, informational=True,
+            note=f"p50 {idle50:.1f} ms, p99 {idle99:.1f} ms over {len(m.idle_batches)} batches "
+            "of 100 new invoices, one process",
+        ),
+        Result(
+            f"jobs: peak RSS reading {REVISIONS:,} revisions", peak[0], peak[1], "MiB", 1.0,
+            informational=True,
+            note=f"a fresh process: {peak[1]:.0f} MiB before reading, {peak[0]:.0f} MiB peak "
+            f"(+{peak[0] - peak[1]:.0f}); min of 3",
+        ),
+    ]  # fmt: skip
+
+
+def run(accounts: int = 2000, repeat: int = 1) -> list[Result]:
+    return results(asyncio.run(measure(accounts, repeat)))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_jobs")
+    parser.add_argument("--quick", action="store_true", help="100 accounts: a smoke run")
+    parser.add_argument("--accounts", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args(argv)
+    from benchmarks.run import record, table
+
+    started = time.perf_counter()
+    accounts = 100 if args.quick else args.accounts
+    found = run(accounts, args.repeat)
+    if accounts == 2000:  # the figure of the issue: into latest.json, as run.py would
+        record(found, time.perf_counter() - started, partial=True)
+    print(table(found))
+    return 0 if all(r.met for r in found) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
