@@ -33,6 +33,7 @@ from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.postgres_connect import connection_pool
 from invoicing_async._sync.report import SyncProgress, SyncReport
+from invoicing_async._transport.budget_store import open_budget_store
 from invoicing_async.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ class Jobs:
         self.retry_after = retry_after
         self.engine_concurrency = engine_concurrency
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
+        # One budget store (one small pool) for every run of this worker, not one a run.
+        self.budget_store = open_budget_store(database_url, timeout=5.0)
         connector = procrastinate.PsycopgConnector(conninfo=database_url, max_size=pool_size)
         self.app = procrastinate.App(connector=connector)
         self._register(self.app)
@@ -133,6 +136,7 @@ class Jobs:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.app.close_async()
+        await self.budget_store.close()
         await self.pool.close()
 
     # -- schema ----------------------------------------------------------------------------
@@ -292,7 +296,7 @@ class Jobs:
         except AccountError as exc:
             return Outcome("error", due_in=self.retry_after, error=_redact(str(exc), secrets))
         context = ssl.create_default_context(cafile=account.ca_file) if account.ca_file else None
-        budget = ia.RateBudget(account.hourly_limit, shared=self.database_url, key=account.host)
+        budget = ia.RateBudget(account.hourly_limit, key=account.host, store=self.budget_store)
         progress = _Progress(self.pool, run_id)
         try:
             async with (

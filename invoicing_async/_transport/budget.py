@@ -118,6 +118,8 @@ class RateBudget:
         self.reserve = reserve
         self.key = key
         self.shared_url = shared
+        # A store passed in is its owner's (one pool under many budgets): `close` leaves it.
+        self._owns_store = store is None
         if store is None:
             store = (
                 MemoryBudgetStore(clock)
@@ -350,8 +352,9 @@ class RateBudget:
         )
 
     async def close(self) -> None:
-        """Close a shared store's connections."""
-        await self._store.close()
+        """Close a shared store's connections (not those of a `store` passed in)."""
+        if self._owns_store:
+            await self._store.close()
 
 
 def _left(deadline: float | None) -> float | None:

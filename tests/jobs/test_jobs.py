@@ -209,6 +209,31 @@ async def test_enqueue_and_work_syncs_and_records_the_run(
         assert service.password not in text
 
 
+def budget_connections(url: str) -> int:
+    rows = query(
+        url,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+        ("invoicing-async budget",),
+    )
+    return int(rows[0][0])
+
+
+async def test_the_runs_of_a_worker_share_one_budget_pool(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    """A pool a run (up to 4 connections each) took a worker of concurrency 8 to 32
+    budget connections; the worker's one store keeps its pool between runs."""
+    names = [f"acct{i}" for i in range(5)]
+    for name in names:
+        await add(migrated, service, name)
+    async with Jobs(migrated) as jobs:
+        await jobs.enqueue(names)
+        await jobs.run_worker(concurrency=5, wait=False, install_signal_handlers=False)
+        assert all(runs(migrated, name) == ["complete"] for name in names)
+        assert 1 <= budget_connections(migrated) <= 4
+    assert budget_connections(migrated) == 0
+
+
 async def test_the_dispatcher_queues_due_accounts_only(
     migrated: str, service: FakeInvoicingService
 ) -> None:
