@@ -7,7 +7,6 @@ import asyncio
 import datetime as dt
 import json
 import re
-from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import aiohttp
@@ -23,16 +22,6 @@ INVOICE_XML = (
     b"<detail><description>Work</description><price>60.50</price>"
     b'<tax-rate-id type="integer">1</tax-rate-id></detail></details-attributes></invoice>'
 )
-
-
-@pytest.fixture
-async def http(service: FakeInvoicingService) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": aiohttp.encode_basic_auth(service.username, service.password)}
-    connector = aiohttp.TCPConnector(ssl=service.ssl_context or True)
-    async with aiohttp.ClientSession(
-        base_url=service.base_url, headers=headers, connector=connector
-    ) as session:
-        yield session
 
 
 async def create(http: aiohttp.ClientSession) -> dict[str, object]:

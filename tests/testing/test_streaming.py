@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import aiohttp
 import pytest
 
@@ -12,16 +10,6 @@ from invoicing_async.models import Invoice
 from invoicing_async.testing import FakeInvoicingService, _app, populate
 
 ACCEPT = {"xml": "application/xml", "json": "application/json"}
-
-
-@pytest.fixture
-async def http(service: FakeInvoicingService) -> AsyncIterator[aiohttp.ClientSession]:
-    headers = {"Authorization": aiohttp.encode_basic_auth(service.username, service.password)}
-    connector = aiohttp.TCPConnector(ssl=service.ssl_context or True)
-    async with aiohttp.ClientSession(
-        base_url=service.base_url, headers=headers, connector=connector
-    ) as session:
-        yield session
 
 
 @pytest.mark.parametrize("fmt", ["xml", "json"])
