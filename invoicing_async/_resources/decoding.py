@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -73,6 +74,7 @@ class _Handover(Generic[M]):
             if self.stop.is_set():
                 raise _Stopped
         self.loop.call_soon_threadsafe(self.ready.put_nowait, item)
+        time.sleep(0)  # let the loop's thread have the interpreter now, not in 5 ms
 
     def produce(self, body: bytes, fmt: Format, cls: type[M], chunk: int) -> None:
         try:
