@@ -52,7 +52,7 @@ def table(results: list[Result]) -> str:
 def main(argv: list[str]) -> int:
     chosen = [m for m in MODULES if not argv or any(a in m for a in argv)]
     # Named by their own part ("jobs"), so a broad word such as "bench" leaves them out.
-    chosen += [m for m in OPTIONAL if any(a in m.removeprefix("bench_") for a in argv)]
+    chosen += [m for m in OPTIONAL if any(a == m or a in m.removeprefix("bench_") for a in argv)]
     results: list[Result] = []
     started = time.perf_counter()
     for name in chosen:
