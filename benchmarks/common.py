@@ -51,15 +51,8 @@ def paired_timings(
     mine: list[float] = []
     theirs: list[float] = []
     for _ in range(repeat):
-        for fn, times in ((baseline, theirs), (ours, mine)):
-            gc.collect()
-            gc.disable()
-            try:
-                start = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - start)
-            finally:
-                gc.enable()
+        theirs.append(_timed(baseline))
+        mine.append(_timed(ours))
     return mine, theirs
 
 
@@ -69,14 +62,16 @@ def best_of(fn: Callable[[], object], *, repeat: int = 25) -> float:
     The garbage collector is paused while timing (for ours and the baseline alike), so a
     collection triggered by earlier allocations does not land on one side by chance.
     """
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        gc.disable()
-        try:
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        finally:
-            gc.enable()
-    return min(times)
+    return min(_timed(fn) for _ in range(repeat))
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    """Seconds of one run of `fn`, the collector paused (after a collection) meanwhile."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
