@@ -6,7 +6,7 @@ hour each. Accounts are added (secrets as env: references), 3 `invoicing-async w
 processes start, `enqueue --all` queues every account; once a third are complete one worker
 is killed with SIGKILL and restarted. Measured until every account has a complete run:
 accounts per minute, requests per account against the minimum (1 list + 3 fetches), runs
-of one account that overlap (0), 403s (0), each batch commit's latency (apply_batch, timed
+of one account that overlap (0), 403s (0), each batch commit's latency (apply_documents, timed
 inside the workers), and the peak RSS of reading 1,000,000 revisions in a fresh process.
 
 python -m benchmarks.bench_jobs [--quick] [--accounts N] [--repeat R]
@@ -227,7 +227,7 @@ async def _repeat(pg_url: str, fake: FakeService, index: int, tmp: Path) -> Meas
 
 
 async def _idle_batches(url: str) -> list[float]:
-    """apply_batch of 100 new invoices (ms) with nothing else running, in a fresh process."""
+    """apply_documents of 100 new invoices (ms) with nothing else running, in a fresh process."""
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "benchmarks.jobs_worker", "batches", url, "bench-1",
         cwd=ROOT, stdout=asyncio.subprocess.PIPE,

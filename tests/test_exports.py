@@ -102,6 +102,8 @@ PUBLIC: dict[str, set[str]] = {
         "BATCH_SIZE",
         "BatchCommitted",
         "BatchResult",
+        "DocumentStore",
+        "InvoiceDocument",
         "MemoryStore",
         "PendingEntry",
         "PostgresStore",

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import cattrs
 
 from invoicing_async._models.base import Model
-from invoicing_async._models.payloads import field_specs, snake_name, wire_key
+from invoicing_async._models.payloads import field_specs, read_keys, snake_name
 from invoicing_async._wire.scalars import (
     INT64_MAX,
     INT64_MIN,
@@ -184,9 +184,8 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             fn = converter.get_structure_hook(spec.base_type)
             kind = _KINDS.get(spec.base_type, _OTHER)
         entry = (spec.name, fn, spec.base_type, kind)
-        for key in {spec.name, spec.wire, spec.request}:
+        for key in read_keys(spec):
             table[key] = entry
-            table[wire_key(key, "xml")] = entry
     cls_name = cls.__name__
     lookup = table.get
 

@@ -30,6 +30,7 @@ from invoicing_async._wire.json import (
     iter_json_array,
     iter_json_array_text,
 )
+from invoicing_async._wire.json_sync import read_json_sync_pairs
 from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async._wire.xml_sync import read_sync_pairs
@@ -51,6 +52,8 @@ __all__ = [
     "load_one_of",
     "load_sync_entries",
     "load_sync_revisions",
+    "member_id",
+    "unwrap_member",
 ]
 
 M = TypeVar("M", bound=Model)
@@ -122,7 +125,7 @@ def _members(body: bytes, fmt: Format, single: str, many: str) -> list[Any]:
     if not isinstance(value, list):
         raise DecodeError(f"expected a {many!r} list, got {type(value).__name__}")
     if fmt == "json":
-        return [_unwrap_member(m, single) for m in value]
+        return [unwrap_member(m, single) for m in value]
     return [{} if m == "" else m for m in value]
 
 
@@ -151,13 +154,13 @@ def each_member(
         members = iter_json_array(body)
         if members is not None:
             for member in members:
-                on_member(_unwrap_member(member, single))
+                on_member(unwrap_member(member, single))
             return
     for member in _members(body, fmt, single, many):
         on_member(member)
 
 
-def _unwrap_member(member: Any, single: str) -> Any:
+def unwrap_member(member: Any, single: str) -> Any:
     root, inner = unwrap_root(member)
     if root is None or root == single:
         return inner
@@ -212,7 +215,7 @@ def load_each(
         try:
             models.append(structure(member, cls))
         except DecodeError as exc:
-            failed.append(MemberError(ident=_member_id(member), error=str(exc)))
+            failed.append(MemberError(ident=member_id(member), error=str(exc)))
             return
         if documents is not None:
             # JSON as sent (`{"invoice": {…}}`) is already the stored document.
@@ -223,7 +226,7 @@ def load_each(
         if members is not None:
             for member, text in members:
                 root, _ = unwrap_root(member)
-                add(_unwrap_member(member, single), text if root == single else None)
+                add(unwrap_member(member, single), text if root == single else None)
             return models, failed
     each_member(body, fmt, single, many, add)
     return models, failed
@@ -237,7 +240,7 @@ class MemberError:
     error: str
 
 
-def _member_id(member: Any) -> int | None:
+def member_id(member: Any) -> int | None:
     if not isinstance(member, dict):
         return None
     raw = member.get("id")
@@ -269,6 +272,9 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
         _check_sync_root(root)
         return revisions
 
+    pairs = read_json_sync_pairs(body)
+    if pairs is not None:  # the usual shape, checked in C
+        return SyncRevisions.from_arrays(*pairs)
     revisions = SyncRevisions()
 
     def add(member: Any) -> None:
@@ -289,7 +295,7 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
         raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
     for member in value:
         if member is not _TAKEN:
-            _sync_member(_unwrap_member(member, "invoice"))  # raises, naming what is missing
+            _sync_member(unwrap_member(member, "invoice"))  # raises, naming what is missing
     return revisions
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "dump_sync_entries",
     "dump_sync_fetch_ids",
     "field_specs",
+    "read_keys",
     "root_name",
     "snake_name",
     "to_wire",
@@ -115,6 +116,13 @@ class FieldSpec:
     read_only: bool
     base_type: Any
     item_model: type[Model] | None  # set for list[Model] collections
+
+
+def read_keys(spec: FieldSpec) -> frozenset[str]:
+    """Every key a document may hold this attribute under: its names in each mode, with
+    underscores or hyphens (the converter reads them all)."""
+    names = {spec.name, spec.wire, spec.request}
+    return frozenset(names | {wire_key(name, "xml") for name in names})
 
 
 def _strip_optional(tp: Any) -> Any:

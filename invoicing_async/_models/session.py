@@ -67,6 +67,13 @@ class SyncRevisions(Mapping[int, int]):
     def add(self, ident: int, revision: int) -> None:
         ids = self._ids
         if ids and ident <= ids[-1]:
+            if ident == ids[-1]:
+                # The same id again (a reader that met a member twice): the highest
+                # revision, kept in place, so an ordered list stays ordered; sorting a
+                # million entries builds a dict of them (~100 MB).
+                if revision > self._revisions[-1]:
+                    self._revisions[-1] = revision
+                return
             self._sorted = False
         ids.append(ident)
         self._revisions.append(revision)

@@ -24,10 +24,11 @@ from invoicing_async._models.payloads import (
     dump_send,
     dump_sync_fetch_ids,
 )
+from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
 from invoicing_async._resources import validation
 from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
 from invoicing_async._resources.decoding import decode_off_loop, iter_models
-from invoicing_async._transport.response import server_time
+from invoicing_async._transport.response import Response, server_time
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
 
@@ -38,14 +39,29 @@ SYNC_FETCH_LIMIT = 100
 
 @attrs.frozen
 class FetchedBatch:
-    """The invoices of one sync-fetch reply and the server's clock when it answered
-    (from `Date`; None when the server sent none)."""
+    """The invoices of one sync-fetch reply, as documents for a store (models are built
+    only when asked for), and the server's clock when it answered (from `Date`; None
+    when the server sent none)."""
 
-    invoices: builtins.list[Invoice]
+    documents: builtins.list[InvoiceDocument]
     server_time: float | None
     unreadable: builtins.list[MemberError] = attrs.field(factory=list)
-    # Each invoice as a stored document, in step with `invoices` (empty: encode anew).
-    documents: builtins.list[bytes] = attrs.field(factory=list, repr=False)
+
+    @classmethod
+    def of_invoices(
+        cls,
+        invoices: Iterable[Invoice],
+        server_time: float | None,
+        unreadable: builtins.list[MemberError] | None = None,
+    ) -> FetchedBatch:
+        """A batch of models (for sources that hold models, such as test doubles)."""
+        documents = [InvoiceDocument.of(invoice) for invoice in invoices]
+        return cls(documents=documents, server_time=server_time, unreadable=unreadable or [])
+
+    @property
+    def invoices(self) -> builtins.list[Invoice]:
+        """The invoices as models, built now if they were not yet."""
+        return [document.model() for document in self.documents]
 
 
 class InvoicesResource(Resource):
@@ -208,31 +224,39 @@ class InvoicesResource(Resource):
     async def sync_fetch_batch(self, ids: builtins.list[int]) -> builtins.list[Invoice]:
         """One sync-fetch request for at most 100 ids; any unreadable invoice raises
         `DecodeError` (`fetch_batch` sets such invoices aside instead)."""
-        batch = await self.fetch_batch(ids)
-        if batch.unreadable:
-            first = batch.unreadable[0]
+        response = await self._sync_fetch_response(ids)
+        if response is None:
+            return []
+        invoices, unreadable = await decode_off_loop(load_each, response.body, self._fmt, Invoice)
+        if unreadable:
+            first = unreadable[0]
             raise DecodeError(f"invoice {first.ident}: {first.error}")
-        return batch.invoices
+        return invoices
 
     async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
-        """One sync-fetch request for at most 100 ids, with the server's time of the reply
-        (the sync engine's unit of work: it needs to know when the invoices were read)."""
+        """One sync-fetch request for at most 100 ids, as documents for a store, with the
+        server's time of the reply (the sync engine's unit of work: it needs to know when
+        the invoices were read). No model is built unless asked for."""
+        response = await self._sync_fetch_response(ids)
+        if response is None:
+            return FetchedBatch(documents=[], server_time=None)
+        documents, unreadable = await decode_off_loop(
+            load_invoice_documents, response.body, self._fmt
+        )
+        return FetchedBatch(
+            documents=documents,
+            server_time=server_time(response.headers),
+            unreadable=unreadable,
+        )
+
+    async def _sync_fetch_response(self, ids: builtins.list[int]) -> Response | None:
+        """POST /invoices/sync_fetch_ids.xml for at most 100 ids (None for no ids)."""
         if len(ids) > SYNC_FETCH_LIMIT:
             raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
         if not ids:
-            return FetchedBatch(invoices=[], server_time=None)
-        response = await self._transport.request(
+            return None
+        return await self._transport.request(
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
-        )
-        documents: builtins.list[bytes] = []
-        invoices, unreadable = await decode_off_loop(
-            load_each, response.body, self._fmt, Invoice, documents
-        )
-        return FetchedBatch(
-            invoices=invoices,
-            server_time=server_time(response.headers),
-            unreadable=unreadable,
-            documents=documents,
         )
 
     # -- helpers ---------------------------------------------------------------------------

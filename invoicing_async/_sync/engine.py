@@ -15,7 +15,6 @@ from invoicing_async._sync.store import PendingEntry, Store
 from invoicing_async.errors import (
     RateLimitExceeded,
 )
-from invoicing_async.models import Invoice
 
 __all__ = ["SyncEngine"]
 
@@ -90,17 +89,17 @@ class SyncEngine:
         )
         return plan, self.client.requests_sent - before
 
-    def read_too_early(self, invoice: Invoice, server_time: float | None) -> bool:
+    def read_too_early(self, revision: int | None, server_time: float | None) -> bool:
         """True when the invoice was read within its revision's own second, so a later
         change in that second would keep the same revision: it must be read again.
 
         By the reply's `Date` when the server sent one; else within `recheck_within`
         seconds of our own clock (which may differ from the server's).
         """
-        revision = invoice.revision or 0
+        read = revision or 0
         if server_time is not None:
-            return revision >= int(server_time)
-        return abs(self.clock() - revision) <= self.recheck_within
+            return read >= int(server_time)
+        return abs(self.clock() - read) <= self.recheck_within
 
     async def _budget_available(self) -> int:
         """Requests the engine may spend now (a shared budget is read afresh)."""

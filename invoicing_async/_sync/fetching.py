@@ -12,17 +12,22 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
-from invoicing_async._sync.store import PendingEntry, takes_documents
+from invoicing_async._sync.store import (
+    BatchResult,
+    DocumentStore,
+    PendingEntry,
+    takes_documents,
+)
 from invoicing_async.errors import (
     APIConnectionError,
     DecodeError,
     RateLimitExceeded,
     ServerError,
 )
-from invoicing_async.models import Invoice
 
 if TYPE_CHECKING:
     from invoicing_async._sync.engine import SyncEngine
@@ -43,11 +48,11 @@ def _quarantined(entry: PendingEntry, attempts: int) -> PendingEntry:
     return attrs.evolve(entry, attempts=attempts, quarantined=True, since=time.time())
 
 
-def newest_of_requested(ids: list[int], reply: list[Invoice]) -> list[Invoice]:
+def newest_of_requested(ids: list[int], reply: list[InvoiceDocument]) -> list[InvoiceDocument]:
     """The invoices of a sync-fetch reply worth storing: only ids that were asked for
     (never another account's), and of an id sent twice only its newest revision."""
     wanted = set(ids)
-    best: dict[int, Invoice] = {}
+    best: dict[int, InvoiceDocument] = {}
     for invoice in reply:
         ident = invoice.id
         if ident is None or ident not in wanted:
@@ -71,7 +76,6 @@ class FetchRun:
         max_attempts: int | None = None,
     ) -> None:
         self.engine = engine
-        self.store_takes_documents = takes_documents(engine.store)
         self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
@@ -185,9 +189,19 @@ class FetchRun:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts)
                 self.queue.append(ident)  # fills the spare room of the last batch
 
+    async def _store(self, documents: list[InvoiceDocument]) -> BatchResult:
+        """Write a batch: as documents when the store takes them, else as models."""
+        store = self.engine.store
+        if isinstance(store, DocumentStore):
+            return await store.apply_documents(documents)
+        invoices = [document.model() for document in documents]
+        if takes_documents(store):
+            return await store.apply_batch(invoices, [d.document for d in documents])
+        return await store.apply_batch(invoices)
+
     async def _commit(self, ids: list[int], batch: FetchedBatch) -> None:
         engine = self.engine
-        reply = batch.invoices
+        reply = batch.documents
         invoices = newest_of_requested(ids, reply)
         if len(invoices) != len(reply):
             self.report.ignored += len(reply) - len(invoices)
@@ -197,17 +211,11 @@ class FetchRun:
                 len(reply),
                 len(invoices),
             )
-        documents = None
-        if self.store_takes_documents and len(batch.documents) == len(reply):
-            by_object = {id(inv): doc for inv, doc in zip(reply, batch.documents, strict=True)}
-            documents = [by_object[id(inv)] for inv in invoices]
-        result = await (
-            engine.store.apply_batch(invoices, documents)
-            if documents is not None
-            else engine.store.apply_batch(invoices)
-        )
+        result = await self._store(invoices)
         for invoice in invoices:
-            if invoice.id is not None and engine.read_too_early(invoice, batch.server_time):
+            if invoice.id is not None and engine.read_too_early(
+                invoice.revision, batch.server_time
+            ):
                 self.rechecks[invoice.id] = PendingEntry(
                     id=invoice.id, revision=invoice.revision or 0
                 )
@@ -230,7 +238,7 @@ class FetchRun:
         self._retry_missing([i for i in ids if i not in returned and i not in unreadable])
         if engine.on_batch is not None:
             changed_ids = set(result.created) | set(result.updated)
-            changed = [inv for inv in invoices if inv.id in changed_ids]
+            changed = [doc.model() for doc in invoices if doc.id in changed_ids]
             engine.on_batch(BatchCommitted(changed=changed, deleted=[]))
         if engine.on_progress is not None:
             budget = engine.client.budget

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 from invoicing_async._models.documents import load_model
+from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync import postgres_schema
 from invoicing_async._sync.postgres_connect import (
     BoundedCalls,
@@ -23,7 +24,7 @@ from invoicing_async._sync.postgres_connect import (
     require_psycopg,
     where_of,
 )
-from invoicing_async._sync.store import BatchResult, PendingEntry, document_for
+from invoicing_async._sync.store import BatchResult, PendingEntry, as_documents
 from invoicing_async.errors import ConfigurationError, StoreError
 from invoicing_async.models import Invoice, SyncRevisions
 
@@ -301,29 +302,33 @@ class PostgresStore:
     async def apply_batch(
         self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
     ) -> BatchResult:
+        """Write a batch in one statement; see `apply_documents`."""
+        return await self.apply_documents(as_documents(invoices, documents))
+
+    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         """Write a batch in one statement; see `UPSERT_BATCH` for how rows are told apart.
 
         An id given twice is written once, at its highest revision (the later one of
         equal revisions), and reported once.
         """
-        latest: dict[int, tuple[Invoice, bytes]] = {}
-        for inv, doc in zip(invoices, document_for(invoices, documents), strict=True):
-            if inv.id is None:
+        latest: dict[int, InvoiceDocument] = {}
+        for doc in documents:
+            if doc.id is None:
                 continue
-            before = latest.get(inv.id)
-            if before is None or (inv.revision or 0) >= (before[0].revision or 0):
-                latest[inv.id] = (inv, doc)
+            before = latest.get(doc.id)
+            if before is None or (doc.revision or 0) >= (before.revision or 0):
+                latest[doc.id] = doc
         if not latest:
             return BatchResult(created=[], updated=[], stale=[])
-        chosen = [inv for inv, _ in latest.values()]
+        chosen = list(latest.values())
         params = {
             "account": self.account,
-            "ids": [inv.id for inv in chosen],
-            "revisions": [inv.revision or 0 for inv in chosen],
-            "numbers": [_column(inv.invoice_id) for inv in chosen],
-            "states": [_column(inv.state) for inv in chosen],
-            "contacts": [inv.contact_id for inv in chosen],
-            "documents": [doc for _, doc in latest.values()],
+            "ids": [doc.id for doc in chosen],
+            "revisions": [doc.revision or 0 for doc in chosen],
+            "numbers": [_column(doc.invoice_number) for doc in chosen],
+            "states": [_column(doc.state) for doc in chosen],
+            "contacts": [doc.contact_id for doc in chosen],
+            "documents": [doc.document for doc in chosen],
         }
 
         async def write(conn: Conn) -> list[tuple[int, str]]:

@@ -16,7 +16,8 @@ from types import TracebackType
 from typing import TypeVar
 
 from invoicing_async._models.documents import load_model
-from invoicing_async._sync.store import BatchResult, PendingEntry, document_for
+from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async._sync.store import BatchResult, PendingEntry, as_documents
 from invoicing_async.errors import StoreError
 from invoicing_async.models import Invoice
 
@@ -265,13 +266,15 @@ class SQLiteStore:
     async def apply_batch(
         self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
     ) -> BatchResult:
+        # Encoding is pure work: done before taking the writer's turn.
+        return await self.apply_documents(as_documents(invoices, documents))
+
+    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         now = dt.datetime.now(dt.timezone.utc).isoformat()
-        docs = document_for(invoices, documents)
-        # Encoding is pure work: do it before taking the writer's turn.
         rows = [
-            (inv.id, inv.revision or 0, inv.invoice_id, inv.state, inv.contact_id, doc, now)
-            for inv, doc in zip(invoices, docs, strict=True)
-            if inv.id is not None
+            (d.id, d.revision or 0, d.invoice_number, d.state, d.contact_id, d.document, now)
+            for d in documents
+            if d.id is not None
         ]
 
         def write() -> BatchResult:

@@ -9,10 +9,17 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from invoicing_async._models.documents import dump_model
+from invoicing_async._models.stored import InvoiceDocument, as_documents
 from invoicing_async.models import Invoice
 
-__all__ = ["BatchResult", "PendingEntry", "Store", "document_for", "takes_documents"]
+__all__ = [
+    "BatchResult",
+    "DocumentStore",
+    "PendingEntry",
+    "Store",
+    "as_documents",
+    "takes_documents",
+]
 
 
 @attrs.frozen
@@ -87,11 +94,16 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
 
-def document_for(invoices: Sequence[Invoice], documents: Sequence[bytes] | None) -> list[bytes]:
-    """The stored document of each invoice: as decoded when given, else encoded now."""
-    if documents is not None and len(documents) == len(invoices):
-        return list(documents)
-    return [dump_model(inv, "json", mode="document") for inv in invoices]
+@runtime_checkable
+class DocumentStore(Store, Protocol):
+    """A store that takes fetched invoices as documents: the engine then never builds a
+    model to store one (`SQLiteStore`, `PostgresStore` and `MemoryStore` are such stores;
+    a `Store` without `apply_documents` is given models through `apply_batch`)."""
+
+    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
+        """`apply_batch`, for invoices given as `InvoiceDocument`s (columns, document and
+        a model built only on `model()`); the same guarantees."""
+        ...
 
 
 def takes_documents(store: Store) -> bool:

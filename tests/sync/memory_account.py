@@ -39,7 +39,7 @@ class MemoryInvoices:
         if account.reply is not None:
             invoices = account.reply(ids, invoices)
         unreadable = [MemberError(i, account.unreadable[i]) for i in ids if i in account.unreadable]
-        return FetchedBatch(invoices=invoices, server_time=account.now, unreadable=unreadable)
+        return FetchedBatch.of_invoices(invoices, account.now, unreadable)
 
 
 class MemoryAccount:

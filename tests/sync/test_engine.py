@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ import pytest
 import invoicing_async as ia
 from invoicing_async.sync import (
     BatchCommitted,
+    BatchResult,
     MemoryStore,
+    PendingEntry,
     SQLiteStore,
     SyncEngine,
     SyncProgress,
@@ -223,3 +226,73 @@ async def test_server_refusal_mid_run_stops_cleanly(big_service: FakeInvoicingSe
     assert report.stopped_for_budget
     assert len(await store.revisions()) == 200
     assert report.requests == 4  # the refused one is counted: it went out
+
+
+async def test_a_json_sync_builds_no_model_and_stores_what_was_sent(
+    big_service: FakeInvoicingService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Models are built only when asked for: a JSON sync into SQLite stores each invoice's
+    member as the service sent it, and `get()` reads the same model the service holds."""
+    populate(big_service.account, 250, seed=8)
+    built: list[int | None] = []
+    original = ia.models.Invoice.__init__
+
+    def counting(self: ia.models.Invoice, **kwargs: object) -> None:
+        built.append(kwargs.get("id"))  # type: ignore[arg-type]
+        original(self, **kwargs)  # type: ignore[arg-type]
+
+    async with big_service.client(format="json") as client, SQLiteStore(tmp_path / "s.db") as store:
+        monkeypatch.setattr(ia.models.Invoice, "__init__", counting)
+        report = await SyncEngine(client, store).run()
+        assert report.created == 250
+        assert built == []
+        monkeypatch.undo()
+        for ident, invoice in list(big_service.account.invoices.items())[::50]:
+            assert await store.get(ident) == invoice
+
+
+class ModelsOnlyStore:
+    """A store written against the first `Store` protocol: `apply_batch(invoices)` only."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.batches: list[list[ia.models.Invoice]] = []
+
+    async def revisions(self) -> dict[int, int]:
+        return await self.inner.revisions()
+
+    async def get(self, invoice_id: int) -> ia.models.Invoice | None:
+        return await self.inner.get(invoice_id)
+
+    def iter_invoices(self) -> AsyncIterator[ia.models.Invoice]:
+        return self.inner.iter_invoices()
+
+    async def apply_batch(self, invoices: list[ia.models.Invoice]) -> BatchResult:
+        self.batches.append(list(invoices))
+        return await self.inner.apply_batch(invoices)
+
+    async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
+        return await self.inner.apply_deletions(ids, at)
+
+    async def pending(self) -> dict[int, PendingEntry]:
+        return await self.inner.pending()
+
+    async def save_pending(self, entries: Mapping[int, PendingEntry]) -> None:
+        await self.inner.save_pending(entries)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_a_store_without_documents_is_given_models(
+    big_service: FakeInvoicingService, fmt: str
+) -> None:
+    populate(big_service.account, 150, seed=9)
+    store = ModelsOnlyStore()
+    async with big_service.client(format=fmt) as client:
+        # The first protocol's shape (no `documents`): typed as it was, kept working.
+        report = await SyncEngine(client, store).run()  # type: ignore[arg-type]
+    assert report.created == 150
+    assert [len(b) for b in store.batches] == [100, 50]
+    assert all(isinstance(inv, ia.models.Invoice) for b in store.batches for inv in b)
+    assert store.inner.invoices == big_service.account.invoices

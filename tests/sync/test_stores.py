@@ -106,3 +106,38 @@ async def test_documents_as_decoded_are_stored_and_read_back_as_the_models(
     for invoice in invoices:
         assert invoice.id is not None
         assert await store.get(invoice.id) == invoice
+
+
+async def test_documents_are_stored_as_given_and_read_back_as_the_models(store: Store) -> None:
+    """`apply_documents`: what the engine hands a store from a JSON reply. SQLite and
+    PostgreSQL write the bytes as sent without building a model; every store reads back
+    the model the converter makes of them, and keeps the revision rules of `apply_batch`."""
+    import attrs
+
+    from invoicing_async._models.documents import dump_list
+    from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
+    from invoicing_async.sync import DocumentStore
+    from invoicing_async.testing import FakeInvoicingService
+
+    service = FakeInvoicingService(invoices=20, seed=5)
+    invoices = list(service.account.invoices.values())
+    docs, failed = load_invoice_documents(dump_list(invoices, "json", m.Invoice), "json")
+    assert failed == []
+    assert isinstance(store, DocumentStore)
+    assert len((await store.apply_documents(docs)).created) == 20
+    if not isinstance(store, MemoryStore):
+        assert all(doc._model is None for doc in docs)  # noqa: SLF001 - never built
+    for invoice in invoices:
+        assert invoice.id is not None
+        assert await store.get(invoice.id) == invoice
+    first, second = invoices[0], invoices[1]
+    assert first.revision is not None
+    assert second.revision is not None
+    older = InvoiceDocument.of(attrs.evolve(first, revision=first.revision - 1, po_number="old"))
+    later = InvoiceDocument.of(attrs.evolve(second, po_number="same second, later"))
+    result = await store.apply_documents([older, later])
+    assert (result.created, result.updated, result.stale) == ([], [second.id], [first.id])
+    assert await store.get(first.id) == first  # type: ignore[arg-type]
+    kept = await store.get(second.id)  # type: ignore[arg-type]
+    assert kept is not None
+    assert kept.po_number == "same second, later"

@@ -128,3 +128,22 @@ def test_unusual_bodies_read_as_the_whole_text_reads_them(
     for window in (1, 2, 3, 5, 8):
         windowed, whole = _both(monkeypatch, body, window)
         _alike(windowed, whole)
+
+
+def test_a_long_sync_list_read_in_windows_stays_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member cut by a window's edge is parsed again in the next window, so its id
+    reaches the sync list twice: that must not make an ordered list look unordered
+    (ordering a million entries cost the diff ~100 MB)."""
+    from invoicing_async._models import documents
+
+    monkeypatch.setattr(wire_json, "_WINDOW", 1 << 12)
+    monkeypatch.setattr(documents, "read_json_sync_pairs", lambda _body: None)  # the general path
+    count = 20_000
+    body = json.dumps(
+        [{"invoice": {"id": i, "revision": 1000 + i % 7}} for i in range(1, count + 1)]
+    ).encode()
+    assert len(body) > 1 << 12
+    revisions = documents.load_sync_revisions(body, "json")
+    assert len(revisions._ids) == count  # noqa: SLF001 - each id once, no re-sort needed
+    assert revisions._sorted  # noqa: SLF001
+    assert dict(revisions.items()) == {i: 1000 + i % 7 for i in range(1, count + 1)}
