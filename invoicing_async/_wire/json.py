@@ -306,7 +306,7 @@ def split_json_array(body: bytes) -> list[bytes] | None:
         return None
     try:
         return [bytes(raw) for raw in _RAW_MEMBERS.decode(body)]
-    except (msgspec.MsgspecError, RecursionError):
+    except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: not UTF-8
         return None
 
 

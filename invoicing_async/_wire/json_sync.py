@@ -45,7 +45,7 @@ def read_json_sync_pairs(body: bytes) -> tuple[array[int], array[int]] | None:
         return None
     try:
         members = _LIST.decode(body)
-    except (msgspec.MsgspecError, RecursionError):
+    except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: not UTF-8
         return None
     pairs = [member.invoice for member in members]
     return array("q", [p.id for p in pairs]), array("q", [p.revision for p in pairs])

@@ -204,6 +204,7 @@ def test_edge_members_read_as_the_converter_reads_them(member: str) -> None:
         b'[{"invoice":{"id":1}}] x',
         b'[{"invoice":{"id":1,"x":"\xed\xa0\x80"}}]',  # a surrogate in UTF-8 bytes
         b'[{"invoice":{"id":1,"x":"\xff"}}]',
+        b'[{"invoice":{"id":1}},{"\x80":1}]',  # a key that is not UTF-8
         '[{"invoice":{"id":1}}]'.encode("utf-16"),
         b"\xef\xbb\xbf" + b'[{"invoice":{"id":1}}]',
         b"[NaN]",

@@ -76,6 +76,8 @@ def test_the_usual_shape_takes_the_fast_path() -> None:
         b'[{"invoice":{"id":1,"revision":2,"x":0}}]',
         b'[{"invoice":{"id":9223372036854775808,"revision":2}}]',
         b'[{"invoice":{"id":1,"revision":2}}',
+        b'[{"invoice":{"id":1,"revision":2}},{"\x80":1}]',  # not UTF-8
+        b'[{"invoice":{"id":1,"revision":2,"\xed\xa0\x80":0}}]',
         b"["
         + b'{"invoice":{"id":1,"revision":2}},' * 130_000
         + b'{"invoice":{"id":1,"revision":2}}]',
