@@ -77,11 +77,15 @@ def as_documents(
 
 
 def load_invoice_documents(
-    body: bytes, fmt: Format
+    body: bytes, fmt: Format, *, models: bool = False
 ) -> tuple[list[InvoiceDocument], list[MemberError]]:
     """A sync-fetch reply as documents, each member on its own: one that cannot be read
-    is set aside (with its id when it has a readable one), as `load_each` does."""
-    if fmt == "json":
+    is set aside (with its id when it has a readable one), as `load_each` does.
+
+    `models=True` builds each model now (for a store that keeps models): checking a
+    member in C and building its model later would parse it twice.
+    """
+    if fmt == "json" and not models:
         checked = _json_documents(body)
         if checked is not None:
             return checked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -233,15 +234,16 @@ class InvoicesResource(Resource):
             raise DecodeError(f"invoice {first.ident}: {first.error}")
         return invoices
 
-    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
+    async def fetch_batch(self, ids: builtins.list[int], *, models: bool = False) -> FetchedBatch:
         """One sync-fetch request for at most 100 ids, as documents for a store, with the
         server's time of the reply (the sync engine's unit of work: it needs to know when
-        the invoices were read). No model is built unless asked for."""
+        the invoices were read). No model is built unless asked for; `models=True` builds
+        them now, for a store that keeps models."""
         response = await self._sync_fetch_response(ids)
         if response is None:
             return FetchedBatch(documents=[], server_time=None)
         documents, unreadable = await decode_off_loop(
-            load_invoice_documents, response.body, self._fmt
+            functools.partial(load_invoice_documents, models=models), response.body, self._fmt
         )
         return FetchedBatch(
             documents=documents,

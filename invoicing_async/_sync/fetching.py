@@ -8,7 +8,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
@@ -76,6 +76,9 @@ class FetchRun:
         max_attempts: int | None = None,
     ) -> None:
         self.engine = engine
+        # A store that takes documents gets them unbuilt; any other is given models, which
+        # are then decoded once, not checked first and decoded again.
+        self.store_keeps_models = not isinstance(engine.store, DocumentStore)
         self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
@@ -125,7 +128,7 @@ class FetchRun:
         while self.queue and not self.stop:
             ids = self._next_batch()
             try:
-                batch = await client.invoices.fetch_batch(ids)
+                batch = await client.invoices.fetch_batch(ids, models=self.store_keeps_models)
             except RateLimitExceeded as exc:
                 self._give_back(ids)
                 if engine.wait_for_budget:
@@ -192,8 +195,8 @@ class FetchRun:
     async def _store(self, documents: list[InvoiceDocument]) -> BatchResult:
         """Write a batch: as documents when the store takes them, else as models."""
         store = self.engine.store
-        if isinstance(store, DocumentStore):
-            return await store.apply_documents(documents)
+        if not self.store_keeps_models:
+            return await cast(DocumentStore, store).apply_documents(documents)
         invoices = [document.model() for document in documents]
         if takes_documents(store):
             return await store.apply_batch(invoices, [d.document for d in documents])

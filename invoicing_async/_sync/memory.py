@@ -6,7 +6,6 @@ import datetime as dt
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 
-from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync.store import BatchResult, PendingEntry
 from invoicing_async.models import Invoice
 
@@ -69,10 +68,6 @@ class MemoryStore:
             self.invoices[invoice.id] = invoice
             self.deleted.pop(invoice.id, None)
         return BatchResult(created=created, updated=updated, stale=stale)
-
-    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
-        """`apply_batch` of their models (this store keeps models)."""
-        return await self.apply_batch([document.model() for document in documents])
 
     async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
         count = 0

@@ -23,8 +23,9 @@ class InvoiceSource(Protocol):
         """Every invoice's id and revision (one request)."""
         ...
 
-    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
-        """Full invoices for at most 100 ids, with the server's time (one request)."""
+    async def fetch_batch(self, ids: builtins.list[int], *, models: bool = False) -> FetchedBatch:
+        """Full invoices for at most 100 ids, with the server's time (one request);
+        `models=True`: with each invoice's model built (the store keeps models)."""
         ...
 
 

@@ -296,3 +296,29 @@ async def test_a_store_without_documents_is_given_models(
     assert [len(b) for b in store.batches] == [100, 50]
     assert all(isinstance(inv, ia.models.Invoice) for b in store.batches for inv in b)
     assert store.inner.invoices == big_service.account.invoices
+
+
+async def test_a_store_that_keeps_models_gets_each_invoice_decoded_once(
+    big_service: FakeInvoicingService, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`MemoryStore` keeps models: the engine asks for them at once, instead of checking
+    each member in C and parsing it again to build the model."""
+    from invoicing_async._models import stored
+    from invoicing_async._models.strict_json import checked_invoice as original
+
+    populate(big_service.account, 150, seed=10)
+    checked: list[bytes] = []
+
+    def counting(raw: bytes) -> object:
+        checked.append(raw)
+        return original(raw)
+
+    monkeypatch.setattr(stored, "checked_invoice", counting)
+    store = MemoryStore()
+    async with big_service.client(format="json") as client:
+        assert (await SyncEngine(client, store).run()).created == 150
+        assert checked == []
+        assert store.invoices == big_service.account.invoices
+        async with SQLiteStore(tmp_path / "s.db") as documents:  # takes documents: checked
+            assert (await SyncEngine(client, documents).run()).created == 150
+        assert len(checked) == 150
