@@ -8,7 +8,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -78,7 +78,8 @@ class FetchRun:
         self.engine = engine
         # A store that takes documents gets them unbuilt; any other is given models, which
         # are then decoded once, not checked first and decoded again.
-        self.store_keeps_models = not isinstance(engine.store, DocumentStore)
+        store = engine.store
+        self.document_store = store if isinstance(store, DocumentStore) else None
         self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
@@ -128,7 +129,7 @@ class FetchRun:
         while self.queue and not self.stop:
             ids = self._next_batch()
             try:
-                batch = await client.invoices.fetch_batch(ids, models=self.store_keeps_models)
+                batch = await client.invoices.fetch_batch(ids, models=self.document_store is None)
             except RateLimitExceeded as exc:
                 self._give_back(ids)
                 if engine.wait_for_budget:
@@ -194,9 +195,9 @@ class FetchRun:
 
     async def _store(self, documents: list[InvoiceDocument]) -> BatchResult:
         """Write a batch: as documents when the store takes them, else as models."""
+        if self.document_store is not None:
+            return await self.document_store.apply_documents(documents)
         store = self.engine.store
-        if not self.store_keeps_models:
-            return await cast(DocumentStore, store).apply_documents(documents)
         invoices = [document.model() for document in documents]
         if takes_documents(store):
             return await store.apply_batch(invoices, [d.document for d in documents])
@@ -205,31 +206,27 @@ class FetchRun:
     async def _commit(self, ids: list[int], batch: FetchedBatch) -> None:
         engine = self.engine
         reply = batch.documents
-        invoices = newest_of_requested(ids, reply)
-        if len(invoices) != len(reply):
-            self.report.ignored += len(reply) - len(invoices)
+        kept = newest_of_requested(ids, reply)
+        if len(kept) != len(reply):
+            self.report.ignored += len(reply) - len(kept)
             logger.warning(
                 "sync fetch of %d ids answered %d invoices: kept the %d asked for",
                 len(ids),
                 len(reply),
-                len(invoices),
+                len(kept),
             )
-        result = await self._store(invoices)
-        for invoice in invoices:
-            if invoice.id is not None and engine.read_too_early(
-                invoice.revision, batch.server_time
-            ):
-                self.rechecks[invoice.id] = PendingEntry(
-                    id=invoice.id, revision=invoice.revision or 0
-                )
+        result = await self._store(kept)
+        for doc in kept:
+            if doc.id is not None and engine.read_too_early(doc.revision, batch.server_time):
+                self.rechecks[doc.id] = PendingEntry(id=doc.id, revision=doc.revision or 0)
         self.in_flight.difference_update(ids)
         report = self.report
         report.batches += 1
-        report.fetched += len(invoices)
+        report.fetched += len(kept)
         report.created += len(result.created)
         report.updated += len(result.updated)
         report.stale += len(result.stale)
-        returned = {inv.id for inv in invoices}
+        returned = {doc.id for doc in kept}
         for ident in returned:
             self.entries.pop(ident or 0, None)
         self.done += len(returned & set(ids))
@@ -241,7 +238,7 @@ class FetchRun:
         self._retry_missing([i for i in ids if i not in returned and i not in unreadable])
         if engine.on_batch is not None:
             changed_ids = set(result.created) | set(result.updated)
-            changed = [doc.model() for doc in invoices if doc.id in changed_ids]
+            changed = [doc.model() for doc in kept if doc.id in changed_ids]
             engine.on_batch(BatchCommitted(changed=changed, deleted=[]))
         if engine.on_progress is not None:
             budget = engine.client.budget
