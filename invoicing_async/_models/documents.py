@@ -23,13 +23,8 @@ from invoicing_async._models.payloads import (
     snake_name,
     unwrap_root,
 )
-from invoicing_async._models.session import SyncEntry, SyncRevisions
-from invoicing_async._wire.json import (
-    decode_json,
-    encode_document,
-    iter_json_array,
-    iter_json_array_text,
-)
+from invoicing_async._models.session import SyncRevisions
+from invoicing_async._wire.json import decode_json, iter_json_array
 from invoicing_async._wire.json_sync import read_json_sync_pairs
 from invoicing_async._wire.scalars import check_int_range
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
@@ -45,12 +40,10 @@ __all__ = [
     "dump_sync_entries",
     "each_member",
     "each_model_batch",
-    "load_each",
     "load_field_errors",
     "load_list",
     "load_model",
     "load_one_of",
-    "load_sync_entries",
     "load_sync_revisions",
     "member_id",
     "unwrap_member",
@@ -198,40 +191,6 @@ def each_model_batch(
         emit(batch)
 
 
-def load_each(
-    body: bytes, fmt: Format, cls: type[M], documents: list[bytes] | None = None
-) -> tuple[list[M], list[MemberError]]:
-    """Like `load_list`, but each member on its own: one that cannot be read is set aside
-    (with its id when it has a readable one) instead of failing its neighbours.
-
-    With `documents`, each model's member is also appended there as a stored document
-    (`encode_document`, in step with the models), so a store need not encode it again.
-    """
-    single, many = ROOTS[cls]
-    models: list[M] = []
-    failed: list[MemberError] = []
-
-    def add(member: Any, raw: str | None = None) -> None:
-        try:
-            models.append(structure(member, cls))
-        except DecodeError as exc:
-            failed.append(MemberError(ident=member_id(member), error=str(exc)))
-            return
-        if documents is not None:
-            # JSON as sent (`{"invoice": {…}}`) is already the stored document.
-            documents.append(raw.encode() if raw else encode_document(single, member))
-
-    if documents is not None and fmt == "json":
-        members = iter_json_array_text(body)
-        if members is not None:
-            for member, text in members:
-                root, _ = unwrap_root(member)
-                add(unwrap_member(member, single), text if root == single else None)
-            return models, failed
-    each_member(body, fmt, single, many, add)
-    return models, failed
-
-
 @attrs.frozen
 class MemberError:
     """A list member that could not be read: its id (None when unreadable) and why."""
@@ -248,11 +207,6 @@ def member_id(member: Any) -> int | None:
         return _as_int(raw, "id") if raw is not None else None
     except DecodeError:
         return None
-
-
-def load_sync_entries(body: bytes, fmt: Format) -> list[SyncEntry]:
-    """The sync list: `<invoices>` of `<invoice>` with `id` and `revision` only."""
-    return [SyncEntry(id=i, revision=r) for i, r in load_sync_revisions(body, fmt).items()]
 
 
 def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:

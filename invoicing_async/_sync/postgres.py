@@ -24,7 +24,7 @@ from invoicing_async._sync.postgres_connect import (
     require_psycopg,
     where_of,
 )
-from invoicing_async._sync.store import BatchResult, PendingEntry, as_documents
+from invoicing_async._sync.store import BatchResult, PendingEntry, write_outcome
 from invoicing_async.errors import ConfigurationError, StoreError
 from invoicing_async.models import Invoice, SyncRevisions
 
@@ -299,24 +299,19 @@ class PostgresStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def apply_batch(
-        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
-    ) -> BatchResult:
-        """Write a batch in one statement; see `apply_documents`."""
-        return await self.apply_documents(as_documents(invoices, documents))
-
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
-        """Write a batch in one statement; see `UPSERT_BATCH` for how rows are told apart.
+        """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL.
 
-        An id given twice is written once, at its highest revision (the later one of
-        equal revisions), and reported once.
+        An id given twice is written once, as `write_outcome` picks between the two
+        (the later one of equal revisions), and reported once.
         """
         latest: dict[int, InvoiceDocument] = {}
         for doc in documents:
             if doc.id is None:
                 continue
             before = latest.get(doc.id)
-            if before is None or (doc.revision or 0) >= (before.revision or 0):
+            held = None if before is None else before.revision or 0
+            if write_outcome(doc.revision or 0, held) != "stale":
                 latest[doc.id] = doc
         if not latest:
             return BatchResult(created=[], updated=[], stale=[])

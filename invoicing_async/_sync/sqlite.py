@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from invoicing_async._models.documents import load_model
 from invoicing_async._models.stored import InvoiceDocument
-from invoicing_async._sync.store import BatchResult, PendingEntry, as_documents
+from invoicing_async._sync.store import BatchResult, PendingEntry, WriteOutcome, write_outcome
 from invoicing_async.errors import StoreError
 from invoicing_async.models import Invoice
 
@@ -263,12 +263,6 @@ class SQLiteStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def apply_batch(
-        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
-    ) -> BatchResult:
-        # Encoding is pure work: done before taking the writer's turn.
-        return await self.apply_documents(as_documents(invoices, documents))
-
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         now = dt.datetime.now(dt.timezone.utc).isoformat()
         rows = [
@@ -278,9 +272,7 @@ class SQLiteStore:
         ]
 
         def write() -> BatchResult:
-            created: list[int] = []
-            updated: list[int] = []
-            stale: list[int] = []
+            outcomes: dict[WriteOutcome, list[int]] = {"created": [], "updated": [], "stale": []}
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -294,12 +286,10 @@ class SQLiteStore:
                 }
                 for row in rows:
                     before = existing.get(row[0])
-                    if before is None or before[1] is not None:
-                        created.append(row[0])
-                    elif row[1] >= before[0]:  # same second: the later fetch wins
-                        updated.append(row[0])
-                    else:
-                        stale.append(row[0])
+                    stored, deleted = (None, False) if before is None else before
+                    outcome = write_outcome(row[1], stored, deleted=deleted is not None)
+                    outcomes[outcome].append(row[0])
+                    if outcome == "stale":
                         continue
                     db.execute(
                         "INSERT INTO invoices (id, revision, invoice_number, state, contact_id,"
@@ -316,7 +306,7 @@ class SQLiteStore:
                 if db.in_transaction:  # SQLite already rolled back after e.g. a full disk
                     db.execute("ROLLBACK")
                 raise
-            return BatchResult(created=created, updated=updated, stale=stale)
+            return BatchResult(**outcomes)
 
         if not rows:
             return BatchResult(created=[], updated=[], stale=[])

@@ -21,6 +21,10 @@ MAX_DECIMAL_EXPONENT = 100
 # gzip could grow into gigabytes of objects.
 MAX_ELEMENTS = 10_000_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Rails documents nest five levels (invoices > invoice > details > detail > field); a
+# hundred leaves room for any real extension and refuses a pathological one early. Both
+# formats and every reader (the C check, the converter, the XML reader) apply this one.
+MAX_DEPTH = 100
 
 
 def parse_decimal(text: str) -> Decimal:

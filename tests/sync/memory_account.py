@@ -24,12 +24,7 @@ class MemoryInvoices:
         self.account.spend()
         return m.SyncRevisions((i, inv.revision or 0) for i, inv in self.account.data.items())
 
-    async def fetch_batch(
-        self,
-        ids: builtins.list[int],
-        *,
-        models: bool = False,  # the account holds models either way
-    ) -> FetchedBatch:
+    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
         account = self.account
         account.spend()
         assert len(ids) <= 100

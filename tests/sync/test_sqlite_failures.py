@@ -93,7 +93,7 @@ DISK_FULL_CHILD = textwrap.dedent(
     """
     import asyncio, resource, signal, sys
     from invoicing_async import models as m, StoreError
-    from invoicing_async.sync import SQLiteStore
+    from invoicing_async.sync import InvoiceDocument, SQLiteStore
 
     async def main(path):
         store = SQLiteStore(path)
@@ -104,7 +104,7 @@ DISK_FULL_CHILD = textwrap.dedent(
             invoices = [m.Invoice(id=batch * 100 + i, revision=1, po_number="x" * 500)
                         for i in range(1, 101)]
             try:
-                await store.apply_batch(invoices)
+                await store.apply_documents([InvoiceDocument.of(i) for i in invoices])
             except StoreError as exc:
                 print(batch, exc, sep="|")
                 return
