@@ -159,3 +159,32 @@ async def test_documents_are_stored_as_given_and_read_back_as_the_models(
     kept = await store.get(second.id)  # type: ignore[arg-type]
     assert kept is not None
     assert kept.po_number == "same second, later"
+
+
+async def test_every_store_applies_the_one_revision_rule(store: Store) -> None:
+    """`write_outcome` is the rule; each store (PostgreSQL's in SQL) gives its outcomes."""
+    from invoicing_async.sync import write_outcome
+
+    cases = [(None, False, 5), (10, False, 9), (10, False, 10), (10, False, 11), (10, True, 3)]
+    ids = range(1, len(cases) + 1)
+    await store.apply_documents(
+        documents_of(
+            inv(i, before)
+            for i, (before, _, _) in zip(ids, cases, strict=True)
+            if before is not None
+        )
+    )
+    await store.apply_deletions(
+        [i for i, (_, deleted, _) in zip(ids, cases, strict=True) if deleted], AT
+    )
+    result = await store.apply_documents(
+        documents_of(
+            inv(i, fetched, "fetched") for i, (_, _, fetched) in zip(ids, cases, strict=True)
+        )
+    )
+    outcomes = {i: kind for kind in ("created", "updated", "stale") for i in getattr(result, kind)}
+    assert outcomes == {
+        i: write_outcome(fetched, before, deleted=deleted)
+        for i, (before, deleted, fetched) in zip(ids, cases, strict=True)
+    }
+    assert outcomes == {1: "created", 2: "stale", 3: "updated", 4: "updated", 5: "created"}
