@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
-from invoicing_async._models.documents import load_model
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync import postgres_schema
 from invoicing_async._sync.postgres_connect import (
@@ -24,7 +23,7 @@ from invoicing_async._sync.postgres_connect import (
     require_psycopg,
     where_of,
 )
-from invoicing_async._sync.store import BatchResult, PendingEntry, write_outcome
+from invoicing_async._sync.store import BatchResult, PendingEntry, read_stored, write_outcome
 from invoicing_async.errors import ConfigurationError, StoreError
 from invoicing_async.models import Invoice, SyncRevisions
 
@@ -229,22 +228,26 @@ class PostgresStore:
 
         return await self._call(read, "cannot read revisions from")
 
-    async def _select(
+    async def _rows(
         self, where: str, args: tuple[object, ...], limit: int | None = None
-    ) -> list[Invoice]:
-        async def read(conn: Conn) -> list[bytes]:
+    ) -> list[tuple[int, bytes]]:
+        async def read(conn: Conn) -> list[tuple[int, bytes]]:
             cursor = await conn.execute(
-                "SELECT document FROM invoicing_invoices WHERE account = %s"
+                "SELECT id, document FROM invoicing_invoices WHERE account = %s"
                 f" AND deleted_at IS NULL AND {where} ORDER BY id LIMIT %s",
                 (self.account, *args, limit),
             )
-            return [bytes(doc) for (doc,) in await cursor.fetchall()]
+            return [(ident, bytes(doc)) for ident, doc in await cursor.fetchall()]
 
-        docs = await self._call(read, "cannot read from")
-        return [load_model(doc, "json", Invoice) for doc in docs]
+        return await self._call(read, "cannot read from")
+
+    async def _select(
+        self, where: str, args: tuple[object, ...], wanted: int | None = None
+    ) -> list[Invoice]:
+        return read_stored(await self._rows(where, args), wanted=wanted)
 
     async def get(self, invoice_id: int) -> Invoice | None:
-        found = await self._select("id = %s", (invoice_id,))
+        found = await self._select("id = %s", (invoice_id,), wanted=invoice_id)
         return found[0] if found else None
 
     async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
@@ -263,12 +266,12 @@ class PostgresStore:
         pages, so a slow consumer pins nothing on the server."""
         after = -(2**63)
         while True:
-            batch = await self._select("id > %s", (after,), limit=page)
-            for invoice in batch:
+            rows = await self._rows("id > %s", (after,), limit=page)
+            for invoice in read_stored(rows):
                 yield invoice
-            if len(batch) < page:
+            if len(rows) < page:
                 return
-            after = batch[-1].id or after
+            after = rows[-1][0]
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""

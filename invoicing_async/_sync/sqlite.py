@@ -15,9 +15,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from invoicing_async._models.documents import load_model
 from invoicing_async._models.stored import InvoiceDocument
-from invoicing_async._sync.store import BatchResult, PendingEntry, WriteOutcome, write_outcome
+from invoicing_async._sync.store import (
+    BatchResult,
+    PendingEntry,
+    WriteOutcome,
+    read_stored,
+    write_outcome,
+)
 from invoicing_async.errors import StoreError
 from invoicing_async.models import Invoice
 
@@ -201,21 +206,21 @@ class SQLiteStore:
 
         return await self._run(read)
 
-    def _load(self, rows: list[tuple[bytes]]) -> list[Invoice]:
-        return [load_model(bytes(doc), "json", Invoice) for (doc,) in rows]
-
-    async def _select(self, where: str, args: tuple[object, ...]) -> list[Invoice]:
+    async def _select(
+        self, where: str, args: tuple[object, ...], wanted: int | None = None
+    ) -> list[Invoice]:
         def read() -> list[Invoice]:
             rows = self._db.execute(
-                f"SELECT document FROM invoices WHERE deleted_at IS NULL AND {where} ORDER BY id",
+                f"SELECT id, document FROM invoices WHERE deleted_at IS NULL AND {where}"
+                " ORDER BY id",
                 args,
             ).fetchall()
-            return self._load(rows)
+            return read_stored(rows, wanted=wanted)
 
         return await self._run(read)
 
     async def get(self, invoice_id: int) -> Invoice | None:
-        found = await self._select("id = ?", (invoice_id,))
+        found = await self._select("id = ?", (invoice_id,), wanted=invoice_id)
         return found[0] if found else None
 
     async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
@@ -233,9 +238,9 @@ class SQLiteStore:
         after = -(2**63)
         while True:
 
-            def read(last: int = after) -> list[tuple[bytes]]:
+            def read(last: int = after) -> list[tuple[int, bytes]]:
                 return self._db.execute(
-                    "SELECT document FROM invoices WHERE deleted_at IS NULL AND id > ?"
+                    "SELECT id, document FROM invoices WHERE deleted_at IS NULL AND id > ?"
                     " ORDER BY id LIMIT ?",
                     (last, page),
                 ).fetchall()
@@ -243,10 +248,9 @@ class SQLiteStore:
             rows = await self._run(read)
             if not rows:
                 return
-            batch = self._load(rows)
-            for invoice in batch:
+            for invoice in read_stored(rows):
                 yield invoice
-            after = batch[-1].id or after
+            after = rows[-1][0]
             if len(rows) < page:
                 return
 

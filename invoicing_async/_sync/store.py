@@ -4,15 +4,27 @@ and the revision rule every store applies."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import attrs
 
+from invoicing_async._models.documents import load_model
 from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice
 
-__all__ = ["BatchResult", "PendingEntry", "Store", "WriteOutcome", "write_outcome"]
+__all__ = [
+    "BatchResult",
+    "PendingEntry",
+    "Store",
+    "WriteOutcome",
+    "read_stored",
+    "write_outcome",
+]
+
+logger = logging.getLogger("invoicing_async.sync")
 
 #: What writing one fetched invoice does to a store's copy.
 WriteOutcome = Literal["created", "updated", "stale"]
@@ -30,6 +42,22 @@ def write_outcome(fetched: int, stored: int | None, *, deleted: bool = False) ->
     if stored is None or deleted:
         return "created"
     return "updated" if fetched >= stored else "stale"
+
+
+def read_stored(rows: Iterable[tuple[int, bytes]], *, wanted: int | None = None) -> list[Invoice]:
+    """Stored documents (id, document) read back as models. One that cannot be read (a
+    store written by an older version, a hand-edited row) is skipped with a warning, so
+    it never fails the others; when it is the one `wanted` (`get`), `DecodeError`
+    names it."""
+    invoices: list[Invoice] = []
+    for ident, document in rows:
+        try:
+            invoices.append(load_model(bytes(document), "json", Invoice))
+        except (DecodeError, RecursionError) as exc:
+            if ident == wanted:
+                raise DecodeError(f"stored invoice {ident} cannot be read: {exc}") from None
+            logger.warning("stored invoice %d cannot be read, skipped: %s", ident, exc)
+    return invoices
 
 
 @attrs.frozen

@@ -5,8 +5,10 @@ stored in the same run, and no request is spent again on it."""
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 
 import attrs
 import pytest
@@ -14,7 +16,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._models.documents import dump_list, dump_sync_entries
-from invoicing_async.sync import MemoryStore, SyncEngine
+from invoicing_async.sync import InvoiceDocument, MemoryStore, SQLiteStore, Store, SyncEngine
 from invoicing_async.testing import (
     FakeInvoicingService,
     MockSender,
@@ -117,3 +119,52 @@ async def test_one_bad_member_costs_only_itself(poison: str) -> None:
     assert BAD not in stored
     assert report.quarantined == [BAD]  # named by its id, or the one id its batch lacks
     assert BAD in report.unreadable
+
+
+def _deep_unknown_field(body: bytes) -> bytes:
+    """An unknown field nested 340 arrays deep in BAD's member (JSON)."""
+    old = b'{"invoice":{"id":%d,' % BAD
+    deep = b'"x":' + b"[" * 340 + b"]" * 340 + b","
+    return _replace_in_member(body, old, old + deep)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_whatever_the_fast_path_stores_the_converter_reads(kind: str, tmp_path: Path) -> None:
+    """A member nested deeper than `MAX_DEPTH` is judged by the converter, which refuses
+    it: it is quarantined, never stored to break every later read."""
+    account = Account("json", _deep_unknown_field)
+    store: Store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    async with ia.InvoicingClient(
+        "https://acme.example.com",
+        auth=ia.BasicAuth("u", "p"),
+        format="json",
+        sender=MockSender(account.handle),
+    ) as client:
+        report = await SyncEngine(client, store).run()
+    assert report.quarantined == [BAD]
+    assert "nested more than 100 levels" in report.unreadable[BAD]
+    assert len([invoice async for invoice in store.iter_invoices()]) == 249
+    assert await store.get(BAD) is None
+    await store.close()
+
+
+async def test_one_unreadable_row_fails_only_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row that cannot be read (a hand-edited file) is skipped with a warning when
+    iterating or querying; `get` of it raises `DecodeError` naming it."""
+    path = tmp_path / "s.db"
+    async with SQLiteStore(path) as store:
+        await store.apply_documents(
+            [InvoiceDocument.of(m.Invoice(id=i, revision=1, state="open")) for i in (1, 2, 3)]
+        )
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE invoices SET document = ? WHERE id = 2", (b'{"invoice":[[[',))
+    raw.close()
+    async with SQLiteStore(path) as store:
+        assert [i.id async for i in store.iter_invoices()] == [1, 3]
+        assert [i.id for i in await store.by_state("open")] == [1, 3]
+        assert "stored invoice 2 cannot be read" in caplog.text
+        with pytest.raises(ia.DecodeError, match="stored invoice 2 cannot be read"):
+            await store.get(2)
+        assert await store.get(3) is not None
