@@ -26,7 +26,7 @@ from invoicing_async._models.payloads import (
 from invoicing_async._models.session import SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_json_array
 from invoicing_async._wire.json_sync import read_json_sync_pairs
-from invoicing_async._wire.scalars import check_int_range
+from invoicing_async._wire.scalars import check_int_range, is_ascii_integer
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError, FieldError
@@ -296,14 +296,17 @@ def _sync_member(member: Any) -> tuple[int, int]:
         ident, revision = member["id"], member["revision"]
     except KeyError as exc:
         raise DecodeError(f"sync list member without {exc.args[0]!r}") from None
-    return _as_int(ident, "id"), _as_int(revision, "revision")
+    ident = _as_int(ident, "id")
+    if ident < 0:
+        raise DecodeError(f"sync list id is negative: {ident}")
+    return ident, _as_int(revision, "revision")
 
 
 def _as_int(value: Any, name: str) -> int:
     try:
         if type(value) is int:
             return check_int_range(value)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40:
+        if isinstance(value, str) and len(value) < 40 and is_ascii_integer(value.strip()):
             return check_int_range(int(value))
     except DecodeError as exc:
         raise DecodeError(f"sync list {name}: {exc}") from None

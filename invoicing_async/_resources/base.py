@@ -8,6 +8,7 @@ from typing import Protocol, TypeVar
 from urllib.parse import quote
 
 from invoicing_async._models.payloads import Format
+from invoicing_async._resources import validation
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
@@ -76,7 +77,14 @@ class Resource:
     def _fmt(self) -> Format:
         return self._transport.fmt
 
-    def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
-        """Raise the 422 the service would give, before spending a request on it."""
+    def _check(
+        self, errors: Sequence[FieldError], method: str, path: str, *, sending: object = None
+    ) -> None:
+        """Raise the 422 the service would give, before spending a request on it. Numbers
+        in `sending` beyond the bounds of the decoders are refused even with
+        `validate=False`: they could make a body of any size."""
+        unbounded = validation.number_errors(sending)
+        if unbounded:
+            raise ValidationError(unbounded, method=method, url=path)
         if self._validate and errors:
             raise ValidationError(errors, method=method, url=path)

@@ -91,8 +91,10 @@ class InvoicesResource(Resource):
         The specification does not list the parameters; `parameters` is sent as given,
         wrapped in `root` (`<filter>…</filter>` or `{"filter": {…}}`).
         """
+        path = "/invoices/filter/advanced.xml"
+        self._check([], "POST", path, sending=parameters)
         body = dump_filter(parameters, self._fmt, root=root)
-        response = await self._transport.request("POST", "/invoices/filter/advanced.xml", body=body)
+        response = await self._transport.request("POST", path, body=body)
         return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
 
     async def get(self, invoice: int | Invoice) -> Invoice:
@@ -118,7 +120,7 @@ class InvoicesResource(Resource):
         sending when the invoice has no lines, no contact, or a line without
         description or tax_rate_id (unless the client was made with `validate=False`).
         """
-        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml")
+        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml", sending=invoice)
         response = await self._transport.request(
             "POST", "/invoices.xml", body=dump_model(invoice, self._fmt)
         )
@@ -134,7 +136,7 @@ class InvoicesResource(Resource):
         service answers without a body, the invoice is fetched (a second request).
         """
         path = self._path(invoice)
-        self._check(validation.check_invoice_changes(changes), "PUT", path)
+        self._check(validation.check_invoice_changes(changes), "PUT", path, sending=changes)
         body = dump_changes(Invoice, changes, self._fmt)
         response = await self._transport.request("PUT", path, body=body)
         return await self._invoice_or_refetch(response.body, invoice)
@@ -177,7 +179,7 @@ class InvoicesResource(Resource):
         fetched: a second request, only then.
         """
         path = self._path(invoice, "payments")
-        self._check(validation.check_payment(payment), "POST", path)
+        self._check(validation.check_payment(payment), "POST", path, sending=payment)
         response = await self._transport.request("POST", path, body=dump_model(payment, self._fmt))
         answer = load_one_of(response.body, self._fmt, (Invoice, InvoicePayment))
         if isinstance(answer, Invoice):

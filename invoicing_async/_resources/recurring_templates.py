@@ -45,7 +45,7 @@ class RecurringTemplatesResource(Resource):
         line with description and tax_rate_id, and a start date in the future.
         """
         errors = validation.check_template(template, today=self._today())
-        self._check(errors, "POST", "/recurring_templates.xml")
+        self._check(errors, "POST", "/recurring_templates.xml", sending=template)
         response = await self._transport.request(
             "POST", "/recurring_templates.xml", body=dump_model(template, self._fmt)
         )
@@ -62,7 +62,7 @@ class RecurringTemplatesResource(Resource):
         """
         path = self._path(template)
         errors = validation.check_template_changes(changes, today=self._today())
-        self._check(errors, "PUT", path)
+        self._check(errors, "PUT", path, sending=changes)
         body = dump_changes(RecurringTemplate, changes, self._fmt)
         response = await self._transport.request("PUT", path, body=body)
         if response.body.strip():

@@ -73,7 +73,7 @@ SKIP: Callable[[str], None] = _nil  # inside a dropped element: never decoded
 
 def _int(text: str) -> int:
     # Shorter than 19 characters, an integer is within 64 bits: no range check needed.
-    if len(text) < 19:
+    if len(text) < 19 and text.isascii() and "_" not in text:
         try:
             return int(text)
         except ValueError:
