@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime as dt
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -101,6 +102,9 @@ class FetchRun:
         self.stop = False
         self.done = 0
         self.rechecks: dict[int, PendingEntry] = {}
+        self.regressed = set(plan.regressed)
+        # Returned older than listed, run after run: kept in the plan with their attempts.
+        self.behind: dict[int, PendingEntry] = {}
 
     def queued_ids(self) -> set[int]:
         return set(self.queue) | self.in_flight
@@ -110,6 +114,7 @@ class FetchRun:
         the rechecks of invoices fetched within their revision's own second."""
         keep = self.queued_ids()
         plan = dict(self.rechecks)
+        plan.update(self.behind)
         plan.update((i, e) for i, e in self.entries.items() if i in keep or e.quarantined)
         self.report.rechecks = len(self.rechecks)
         return plan
@@ -181,6 +186,27 @@ class FetchRun:
                 error,
             )
 
+    def _note_behind(self, kept: list[InvoiceDocument]) -> None:
+        """Invoices returned at an older revision than listed: stored, and fetched again
+        next run; quarantined after `max_attempts` runs (no refetching forever)."""
+        for doc in kept:
+            entry = self.entries.get(doc.id or 0)
+            if entry is None or (doc.revision or 0) >= entry.revision:
+                continue
+            attempts = entry.attempts + 1
+            if attempts >= self.max_attempts:
+                self.behind[entry.id] = _quarantined(entry, attempts)
+                self.report.quarantined.append(entry.id)
+                logger.warning(
+                    "invoice %d returned older than listed (%d < %d) %d times: quarantined",
+                    entry.id,
+                    doc.revision or 0,
+                    entry.revision,
+                    attempts,
+                )
+            else:
+                self.behind[entry.id] = attrs.evolve(entry, attempts=attempts)
+
     def _retry_missing(self, missing: list[int]) -> None:
         """Ids asked for but not returned: again in a later batch, quarantined after
         `max_attempts` (no endless refetching)."""
@@ -215,7 +241,19 @@ class FetchRun:
                 len(reply),
                 len(kept),
             )
+        restored = [d.id for d in kept if d.id in self.regressed]
+        if restored:
+            # The service went back (restored from a backup): its copy is the truth, though
+            # its revision is older. A tombstone first, so the store takes it as new.
+            logger.warning(
+                "invoices %s listed at a lower revision than stored: the service's copies "
+                "taken (restored from a backup?)",
+                restored,
+            )
+            await engine.store.apply_deletions(restored, dt.datetime.now(dt.timezone.utc))
         result = await engine.store.apply_documents(kept)
+        if self.plan.listed:
+            self._note_behind(kept)
         for doc in kept:
             if doc.id is not None and engine.read_too_early(doc.revision, batch.server_time):
                 self.rechecks[doc.id] = PendingEntry(id=doc.id, revision=doc.revision or 0)

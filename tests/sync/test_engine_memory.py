@@ -165,3 +165,40 @@ async def test_one_unreadable_invoice_is_quarantined_and_its_neighbours_stored()
     account.tick(60)
     third = await SyncEngine(account, store).run()
     assert (third.created, third.requests) == (1, 2)
+
+
+async def test_a_revision_that_goes_back_is_taken_from_the_service(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The service restored from a backup: 100 -> 50 with other content. The store takes
+    the service's copy (the source of truth) and says so."""
+    account = MemoryAccount(3)
+    account.tick(60)
+    store = MemoryStore()
+    await SyncEngine(account, store).run()
+    restored = m.Invoice(id=2, revision=int(account.now) - 3600, po_number="from backup")
+    account.data[2] = restored
+    account.tick(60)
+    report = await SyncEngine(account, store).run()
+    assert await store.get(2) == restored
+    assert (await store.revisions())[2] == restored.revision
+    assert report.requests == 2
+    assert "lower revision than stored" in caplog.text
+    again = await SyncEngine(account, store).run()  # and then it is simply current
+    assert (again.requests, again.unchanged) == (1, 3)
+
+
+async def test_an_id_always_returned_older_than_listed_is_quarantined() -> None:
+    """The fetch keeps answering an older revision than the list shows: stored as it is,
+    tried again for `max_attempts` runs, then quarantined and reported, not refetched."""
+    account = MemoryAccount(150)
+    account.tick(60)
+    listed_at = int(account.now)
+    older = m.Invoice(id=9, revision=listed_at - 100, po_number="stale replica", state="open")
+    account.reply = lambda ids, invoices: [older if i.id == 9 else i for i in invoices]
+    store = MemoryStore()
+    reports = [await SyncEngine(account, store, max_attempts=3).run() for _ in range(5)]
+    assert [r.quarantined for r in reports[:3]] == [[], [], [9]]
+    assert [r.requests for r in reports[3:]] == [1, 1]  # the list only: 9 is not refetched
+    assert reports[3].quarantined == [9]
+    assert await store.get(9) == older
