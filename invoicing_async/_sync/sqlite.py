@@ -9,8 +9,10 @@ import datetime as dt
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -58,10 +60,28 @@ CREATE TABLE IF NOT EXISTS pending (
 """
 
 
+# SQLite's calls wait on locks (up to `busy_timeout`) and on the disk: in threads of
+# their own, so they never hold up other work of the loop's default pool (`to_thread`).
+_EXECUTOR_THREADS = 4
+_executor_made: list[ThreadPoolExecutor] = []
+_executor_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The store's bounded pool, shared by every `SQLiteStore` of the process."""
+    with _executor_lock:
+        if not _executor_made:
+            _executor_made.append(
+                ThreadPoolExecutor(_EXECUTOR_THREADS, thread_name_prefix="invoicing-sqlite")
+            )
+        return _executor_made[0]
+
+
 class SQLiteStore:
     """Invoices in one SQLite file, created owner-only (0600).
 
-    Calls run in a worker thread, one at a time (SQLite has one writer). Use it as
+    Calls run in a thread of the stores' own bounded pool (never the loop's default one),
+    one at a time per store (SQLite has one writer). Use it as
     ``async with SQLiteStore(path) as store`` or call `close()`.
     """
 
@@ -167,7 +187,7 @@ class SQLiteStore:
 
     async def _run(self, fn: Callable[[], T], doing: str = "cannot use") -> T:
         async with self._lock:
-            work = asyncio.ensure_future(asyncio.to_thread(fn))
+            work = asyncio.get_running_loop().run_in_executor(_executor(), fn)
             try:
                 return await asyncio.shield(work)
             except asyncio.CancelledError:
