@@ -1,4 +1,5 @@
-"""Models out of the package: JSON-safe dicts (money as strings) and pandas DataFrames.
+"""Models out of the package: JSON-safe dicts (money as strings) and pandas DataFrames
+(money as Arrow decimals).
 
 `json.dumps(model.to_dict())` fails on `Decimal` and `date`, and frameworks that coerce
 them (FastAPI) turn money into floats. These forms keep every digit.
@@ -21,7 +22,15 @@ from invoicing_async._wire.scalars import format_datetime, format_decimal
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["details_dataframe", "invoices_dataframe", "to_jsonable"]
+__all__ = [
+    "MONEY_DECIMAL",
+    "RATE_DECIMAL",
+    "decimal_type",
+    "details_dataframe",
+    "invoices_dataframe",
+    "scalar_columns",
+    "to_jsonable",
+]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -47,10 +56,21 @@ def to_jsonable(value: Any) -> Any:
 def _pandas() -> Any:
     try:
         import pandas
+        import pyarrow
     except ImportError:
-        raise ImportError("DataFrames need pandas: pip install 'invoicing-async[pandas]'") from None
-    return pandas
+        raise ImportError(
+            "DataFrames need pandas and pyarrow: pip install 'invoicing-async[pandas]'"
+        ) from None
+    return pandas, pyarrow
 
+
+# Decimal columns as (precision, scale). Amounts come with at most two places (cents);
+# four hold the sub-cent unit prices a line may carry, and every sum stays exact. Rates
+# (`exchange_rate`, the `discount` percentage) get eight places. A value with more
+# places than its column is refused (never rounded).
+MONEY_DECIMAL = (18, 4)
+RATE_DECIMAL = (18, 8)
+_RATES = frozenset({"exchange_rate", "discount"})
 
 _KINDS: dict[type, str] = {
     bool: "bool",
@@ -62,8 +82,14 @@ _KINDS: dict[type, str] = {
 }
 
 
-def _scalar_columns(cls: type[Any]) -> dict[str, str]:
-    """Column name -> kind ("int", "decimal", "date", "datetime", "bool", "str")."""
+def decimal_type(name: str) -> tuple[int, int]:
+    """(precision, scale) of a decimal column: a rate's or money's."""
+    return RATE_DECIMAL if name in _RATES else MONEY_DECIMAL
+
+
+def scalar_columns(cls: type[Any]) -> dict[str, str]:
+    """Column name -> kind ("int", "decimal", "date", "datetime", "bool", "str") of the
+    scalar attributes of a model class (what frames and the dlt schema are made of)."""
     attrs.resolve_types(cls)
     columns: dict[str, str] = {}
     for field in attrs.fields(cls):
@@ -75,36 +101,39 @@ def _scalar_columns(cls: type[Any]) -> dict[str, str]:
 
 
 def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pandas.DataFrame:
-    pd = _pandas()
-    frame = pd.DataFrame({name: [row.get(name) for row in rows] for name in columns})
+    pd, pa = _pandas()
+    data: dict[str, Any] = {}
     for name, kind in columns.items():
-        if kind == "int":
-            frame[name] = frame[name].astype("Int64")
-        elif kind == "bool":
-            frame[name] = frame[name].astype("boolean")
-        elif kind == "str":
-            frame[name] = frame[name].astype("string")
+        values = [row.get(name) for row in rows]
+        if kind == "decimal":
+            # Arrow refuses a value with more places than the scale: nothing is rounded.
+            array = pa.array(values, type=pa.decimal128(*decimal_type(name)))
+            data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "date":
-            frame[name] = pd.to_datetime(frame[name]).astype("datetime64[s]")
+            array = pa.array(values, type=pa.date32())
+            data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "datetime":
-            frame[name] = pd.to_datetime(frame[name], utc=True)
-        # "decimal": left as Decimal objects (dtype object), so money stays exact.
-    return frame
+            data[name] = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
+        else:
+            dtype = {"int": "Int64", "bool": "boolean", "str": "string"}[kind]
+            data[name] = pd.Series(values, dtype=dtype)
+    return pd.DataFrame(data)
 
 
 def invoices_dataframe(invoices: Iterable[Any]) -> pandas.DataFrame:
     """One row per invoice, one typed column per scalar attribute.
 
-    Ids and counts are nullable `Int64`, flags `boolean`, text `string`, dates
-    `datetime64`, datetimes UTC-aware; money stays `Decimal` (exact; `object` dtype):
-    convert with `.astype(float)` only where rounding is acceptable.
+    Money and rates are Arrow decimals (`decimal128(18, 4)`, rates `(18, 8)`): exact, and
+    summed in C (`frame.total_price_incl_tax.sum()` is a `Decimal`); dates are Arrow
+    `date32`, datetimes UTC-aware; ids and counts nullable `Int64`, flags `boolean`,
+    text `string`. `frame.to_parquet()` keeps every digit.
     """
     items = list(invoices)
     if not items:
         from invoicing_async._models.invoice import Invoice
 
-        return _frame([], _scalar_columns(Invoice))
-    return _frame([attrs.asdict(i, recurse=False) for i in items], _scalar_columns(type(items[0])))
+        return _frame([], scalar_columns(Invoice))
+    return _frame([attrs.asdict(i, recurse=False) for i in items], scalar_columns(type(items[0])))
 
 
 def details_dataframe(invoices: Iterable[Any]) -> pandas.DataFrame:
@@ -118,6 +147,6 @@ def details_dataframe(invoices: Iterable[Any]) -> pandas.DataFrame:
             row = attrs.asdict(line, recurse=False)
             row["invoice_id"] = getattr(invoice, "id", None)
             rows.append(row)
-    columns = _scalar_columns(InvoiceDetail)
+    columns = scalar_columns(InvoiceDetail)
     columns["invoice_id"] = "int"
     return _frame(rows, columns)

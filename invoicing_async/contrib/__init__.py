@@ -1,0 +1,1 @@
+"""Integrations with other tools, each behind its own extra (`contrib.dlt`: `[dlt]`)."""
