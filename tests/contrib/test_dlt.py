@@ -80,12 +80,12 @@ def load(pipeline: dlt.Pipeline, service: FakeInvoicingService, **options: Any) 
 
 def query(pipeline: dlt.Pipeline, sql: str) -> list[tuple[Any, ...]]:
     with pipeline.sql_client() as client:
-        return list(client.execute_sql(sql) or [])
+        return [tuple(row) for row in client.execute_sql(sql) or []]
 
 
 def current(pipeline: dlt.Pipeline, *, scd2: bool = False) -> dict[int, int]:
     where = " WHERE _dlt_valid_to IS NULL" if scd2 else ""
-    return dict(query(pipeline, f"SELECT id, revision FROM invoices{where}"))  # type: ignore[arg-type]
+    return dict(query(pipeline, f"SELECT id, revision FROM invoices{where}"))
 
 
 def on_service(service: FakeInvoicingService) -> dict[int, int]:
@@ -242,12 +242,11 @@ def test_the_budget_stops_the_load_and_the_next_run_resumes(
 ) -> None:
     """Every request takes a unit of our budget: with 3, the list and two batches go, the
     load keeps them, and the next run fetches only the 50 left."""
-    invoices_only = {"budget": RateBudget(limit=3)}
     source = invoicing_source(
         base_url=service.base_url,
         username=service.username,
         password=service.password,
-        **invoices_only,
+        budget=RateBudget(limit=3),
     ).with_resources("invoices")
     before = len(service.account.requests)
     pipeline.run(source)
@@ -275,3 +274,15 @@ def test_a_shared_budget_counts_the_requests(
             await budget.close()
 
     assert asyncio.run(remaining()) == 350 - sent["all"]
+
+
+def test_credentials_come_from_dlt_config_and_secrets(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCES__INVOICING__BASE_URL", service.base_url)
+    monkeypatch.setenv("SOURCES__INVOICING__USERNAME", service.username)
+    monkeypatch.setenv("SOURCES__INVOICING__PASSWORD", service.password)
+    pipeline.run(invoicing_source(budget=RateBudget(limit=100_000)))
+    assert current(pipeline) == on_service(service)
+    [(user,)] = query(pipeline, "SELECT email FROM current_session")
+    assert user == service.account.session().email
