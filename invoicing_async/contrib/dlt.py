@@ -27,7 +27,10 @@ run starts from what reached the destination.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -44,6 +47,7 @@ from dlt.extract.resource import DltResource
 
 from invoicing_async import BasicAuth, Format, InvoicingClient, RateBudget
 from invoicing_async._models.export import decimal_type, scalar_columns
+from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.fetching import newest_of_requested
 from invoicing_async.errors import RateLimitExceeded
 from invoicing_async.models import (
@@ -180,8 +184,46 @@ def _read_too_early(revision: int | None, server_time: float | None) -> bool:
     return (revision or 0) >= int(read_at)
 
 
+async def _fetched(
+    client: InvoicingClient, ids: list[int], concurrency: int
+) -> AsyncIterator[tuple[list[int], FetchedBatch]]:
+    """Sync-fetch `ids` 100 a request, `concurrency` requests in flight, in order; stops
+    (without raising) at the first batch the budget refuses."""
+    batches = (ids[start : start + BATCH_SIZE] for start in range(0, len(ids), BATCH_SIZE))
+    flight: collections.deque[tuple[list[int], asyncio.Future[FetchedBatch]]] = collections.deque()
+
+    def send(batch: list[int]) -> None:
+        flight.append(
+            (batch, asyncio.ensure_future(client.invoices.fetch_batch(batch, models=True)))
+        )
+
+    try:
+        for batch in itertools.islice(batches, concurrency):
+            send(batch)
+        while flight:
+            asked, task = flight.popleft()
+            try:
+                fetched = await task
+            except RateLimitExceeded as exc:
+                logger.warning("budget spent (%s): the next run fetches the rest", exc)
+                return
+            following = next(batches, None)
+            if following is not None:
+                send(following)
+            yield asked, fetched
+    finally:
+        for _, task in flight:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in flight), return_exceptions=True)
+
+
 async def _invoices(
-    account: _Account, *, scd2: bool, max_delete_share: float, force_deletions: bool
+    account: _Account,
+    *,
+    scd2: bool,
+    concurrency: int,
+    max_delete_share: float,
+    force_deletions: bool,
 ) -> AsyncIterator[list[dict[str, Any]]]:
     """The `invoices` resource: deletion markers, then new and changed invoices in
     batches of 100, each batch a list of rows."""
@@ -207,18 +249,7 @@ async def _invoices(
             ]
         left = dict.fromkeys(plan.to_fetch)
         again: dict[int, int] = {}
-        for start in range(0, len(plan.to_fetch), BATCH_SIZE):
-            ids = plan.to_fetch[start : start + BATCH_SIZE]
-            try:
-                batch = await client.invoices.fetch_batch(ids, models=True)
-            except RateLimitExceeded as exc:
-                logger.warning(
-                    "budget spent after %d of %d invoices (%s): the next run fetches the rest",
-                    start,
-                    len(plan.to_fetch),
-                    exc,
-                )
-                break
+        async for ids, batch in _fetched(client, plan.to_fetch, concurrency):
             for failed in batch.unreadable:
                 logger.warning(
                     "invoice %s cannot be read, left for the next run: %s",
@@ -232,6 +263,8 @@ async def _invoices(
                 if _read_too_early(document.revision, batch.server_time):
                     again[document.id or 0] = document.revision or 0
             yield rows
+        if left:
+            logger.warning("%d invoices not fetched: the next run fetches them", len(left))
     again.update((i, r) for i, r in recheck.items() if i in left)
     state[_RECHECK] = {str(i): r for i, r in again.items()}
 
@@ -261,6 +294,7 @@ def invoicing_source(
     budget_url: str | None = None,
     scd2: bool = False,
     wait_for_budget: bool = False,
+    concurrency: int = 4,
     max_delete_share: float = 0.5,
     force_deletions: bool = False,
 ) -> Iterator[DltResource]:
@@ -270,8 +304,9 @@ def invoicing_source(
     `SOURCES__INVOICING__PASSWORD`), the address from its config. `budget` is the
     account's `RateBudget` (give every client of the account the same one); `budget_url`
     shares it with other processes instead (as `RateBudget(shared=…)`). `scd2` keeps
-    every revision of every invoice with validity dates. `max_delete_share` and
-    `force_deletions` guard deletions as in `SyncEngine`.
+    every revision of every invoice with validity dates. `concurrency` sync-fetch
+    requests are in flight at once; `max_delete_share` and `force_deletions` guard
+    deletions as in `SyncEngine`.
     """
     account = _Account(
         base_url=base_url,
@@ -310,7 +345,13 @@ def invoicing_source(
         nested_hints=_nested(
             details=InvoiceDetail, payments=InvoicePayment, history=InvoiceHistoryRecord
         ),
-    )(account, scd2=scd2, max_delete_share=max_delete_share, force_deletions=force_deletions)
+    )(
+        account,
+        scd2=scd2,
+        concurrency=concurrency,
+        max_delete_share=max_delete_share,
+        force_deletions=force_deletions,
+    )
     yield dlt.resource(
         _recurring_templates,
         name="recurring_templates",
