@@ -2,6 +2,7 @@
 
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync.engine import SyncEngine
+from invoicing_async._sync.frames import store_dataframes
 from invoicing_async._sync.memory import MemoryStore
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, plan_sync
 from invoicing_async._sync.postgres import PostgresStore
@@ -28,4 +29,5 @@ __all__ = [
     "SyncReport",
     "follow_pushes",
     "plan_sync",
+    "store_dataframes",
 ]

@@ -116,7 +116,11 @@ PUBLIC: dict[str, set[str]] = {
         "SyncReport",
         "follow_pushes",
         "plan_sync",
+        "store_dataframes",
     },
+    # Integrations, each behind its own extra.
+    "invoicing_async.contrib": set(),
+    "invoicing_async.contrib.dlt": {"DELETED_COLUMN", "invoicing_source"},
     "invoicing_async.testing": {
         "Account",
         "FakeClock",

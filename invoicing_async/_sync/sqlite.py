@@ -230,25 +230,28 @@ class SQLiteStore:
 
     async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
         """Every live invoice, by id, read `page` rows at a time (bounded memory)."""
+        async for document in self.iter_documents(page=page):
+            yield load_model(document, "json", Invoice)
+
+    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
+        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows at a
+        time: for readers that need no model (`store_dataframes`)."""
         after = -(2**63)
         while True:
 
-            def read(last: int = after) -> list[tuple[bytes]]:
+            def read(last: int = after) -> list[tuple[int, bytes]]:
                 return self._db.execute(
-                    "SELECT document FROM invoices WHERE deleted_at IS NULL AND id > ?"
+                    "SELECT id, document FROM invoices WHERE deleted_at IS NULL AND id > ?"
                     " ORDER BY id LIMIT ?",
                     (last, page),
                 ).fetchall()
 
             rows = await self._run(read)
-            if not rows:
-                return
-            batch = self._load(rows)
-            for invoice in batch:
-                yield invoice
-            after = batch[-1].id or after
+            for _, document in rows:
+                yield bytes(document)
             if len(rows) < page:
                 return
+            after = rows[-1][0]
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""
