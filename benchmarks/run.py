@@ -27,6 +27,7 @@ MODULES = [
     "bench_handwritten",
     "bench_accounts",
     "bench_fake",
+    "bench_dlt",
 ]
 # Run only when named: minutes long (python -m benchmarks.bench_jobs --quick: a smoke run).
 OPTIONAL = ["bench_jobs"]
