@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import time
@@ -112,18 +113,39 @@ def _exact(name: str, value: Decimal, owner: Model) -> None:
         )
 
 
+@functools.cache
+def _row_fields(cls: type[Any]) -> tuple[tuple[str, str], ...]:
+    """(name, kind) of a model's attributes as rows carry them: "decimal", "list",
+    "extra" or "value"; request-only flags left out."""
+    kinds = scalar_columns(cls)
+    fields = []
+    for field in attrs.fields(cls):
+        if field.name in _REQUEST_ONLY:
+            continue
+        if field.name == "extra":
+            kind = "extra"
+        elif kinds.get(field.name) == "decimal":
+            kind = "decimal"
+        elif field.name in kinds:
+            kind = "value"
+        else:
+            kind = "list"
+        fields.append((field.name, kind))
+    return tuple(fields)
+
+
 def _row(model: Model) -> dict[str, Any]:
     """A model as a dlt row: plain values, nested lists of rows, empty `extra` as None."""
     row: dict[str, Any] = {}
-    for name, value in model.to_dict().items():
-        if name in _REQUEST_ONLY:
-            continue
-        if isinstance(value, Decimal):
+    cls: type[Any] = type(model)
+    for name, kind in _row_fields(cls):
+        value = getattr(model, name)
+        if kind == "decimal" and value is not None:
             _exact(name, value, model)
-        elif name == "extra":
+        elif kind == "list":
+            value = [_row(item) for item in value]
+        elif kind == "extra":
             value = value or None
-        elif isinstance(value, list):
-            value = [_row(item) for item in getattr(model, name)]
         row[name] = value
     return row
 
