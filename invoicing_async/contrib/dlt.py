@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import itertools
 import logging
 import time
@@ -113,10 +112,15 @@ def _exact(name: str, value: Decimal, owner: Model) -> None:
         )
 
 
-@functools.cache
+_ROW_FIELDS: dict[type[Any], tuple[tuple[str, str], ...]] = {}
+
+
 def _row_fields(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     """(name, kind) of a model's attributes as rows carry them: "decimal", "list",
-    "extra" or "value"; request-only flags left out."""
+    "extra" or "value"; request-only flags left out. Worked out once per class."""
+    known = _ROW_FIELDS.get(cls)
+    if known is not None:
+        return known
     kinds = scalar_columns(cls)
     fields = []
     for field in attrs.fields(cls):
@@ -131,14 +135,14 @@ def _row_fields(cls: type[Any]) -> tuple[tuple[str, str], ...]:
         else:
             kind = "list"
         fields.append((field.name, kind))
-    return tuple(fields)
+    _ROW_FIELDS[cls] = tuple(fields)
+    return _ROW_FIELDS[cls]
 
 
 def _row(model: Model) -> dict[str, Any]:
     """A model as a dlt row: plain values, nested lists of rows, empty `extra` as None."""
     row: dict[str, Any] = {}
-    cls: type[Any] = type(model)
-    for name, kind in _row_fields(cls):
+    for name, kind in _row_fields(type(model)):
         value = getattr(model, name)
         if kind == "decimal" and value is not None:
             _exact(name, value, model)
