@@ -39,9 +39,9 @@ from typing import Any
 
 import attrs
 import dlt
+from dlt.common.destination.exceptions import DestinationUndefinedEntity
 from dlt.common.schema.typing import TColumnSchema, TFileFormat, TTableSchemaColumns
 from dlt.common.typing import TTableNames
-from dlt.destinations.exceptions import DatabaseUndefinedRelation
 from dlt.extract.hints import TResourceNestedHints
 from dlt.extract.resource import DltResource
 
@@ -192,16 +192,23 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions:
     if getattr(pipeline, "destination", None) is None:  # extract only: nothing stored
         return revisions
     naming = pipeline.default_schema.naming if pipeline.default_schema_name else None
-    table = naming.normalize_table_identifier("invoices") if naming else "invoices"
-    current = " WHERE _dlt_valid_to IS NULL" if scd2 else ""
+
+    def named(name: str) -> str:
+        return naming.normalize_identifier(name) if naming else name
+
     try:
         with pipeline.sql_client() as sql:
-            query = f"SELECT id, revision FROM {sql.make_qualified_table_name(table)}{current}"
-            with sql.execute_query(query + " ORDER BY id") as cursor:
+            ident, revision, valid_to = (
+                sql.escape_column_name(named(c)) for c in ("id", "revision", "_dlt_valid_to")
+            )
+            table = sql.make_qualified_table_name(named("invoices"))
+            current = f" WHERE {valid_to} IS NULL" if scd2 else ""
+            query = f"SELECT {ident}, {revision} FROM {table}{current} ORDER BY {ident}"
+            with sql.execute_query(query) as cursor:
                 while rows := cursor.fetchmany(50_000):
-                    for ident, revision in rows:
-                        revisions.add(int(ident), int(revision or 0))
-    except DatabaseUndefinedRelation:
+                    for found, at in rows:
+                        revisions.add(int(found), int(at or 0))
+    except DestinationUndefinedEntity:  # no such table, or no such dataset
         return SyncRevisions()
     return revisions
 
