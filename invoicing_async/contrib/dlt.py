@@ -13,9 +13,16 @@
   validity, a change history for free.
 - `recurring_templates` and `current_session`, replaced on each load (one request each).
 
+The plan is `plan_sync` as the engine runs it, given the destination's revisions; its
+pending entries are only the invoices read within their revision's second (kept in the
+resource's dlt state, a handful), so the engine's quarantine of unreadable invoices is
+not used: such an invoice is logged and tried again on the next run.
+
 Requests go through this package's client and its `RateBudget` (pass a shared one with
 `budget=`, or `budget_url=`); dlt's own HTTP client and retries are not used. Money is
-typed `decimal` (precision 18, scale 4; rates scale 8, see `MONEY_DECIMAL`), dates
+typed `decimal` with precision 18 and scale 4 (amounts come with at most two places;
+four hold sub-cent unit prices, and sums stay exact), rates (`exchange_rate`,
+`discount`) scale 8; a value with more places is refused, never rounded. Dates are
 `date`, datetimes `timestamp` with zone. Unknown fields the service sent are kept in a
 `json` column `extra`.
 
