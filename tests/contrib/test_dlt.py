@@ -14,6 +14,7 @@ from typing import Any
 
 import dlt
 import pytest
+from dlt.pipeline.exceptions import PipelineStepFailed
 
 from invoicing_async import RateBudget
 from invoicing_async.contrib.dlt import invoicing_source
@@ -286,3 +287,12 @@ def test_credentials_come_from_dlt_config_and_secrets(
     assert current(pipeline) == on_service(service)
     [(user,)] = query(pipeline, "SELECT email FROM current_session")
     assert user == service.account.session().email
+
+
+def test_a_value_finer_than_its_column_fails_the_load_instead_of_rounding(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    first = min(service.account.invoices)
+    service.account.invoices[first].exchange_rate = Decimal("1.123456789")  # 9 places > 8
+    with pytest.raises(PipelineStepFailed, match=r"exchange_rate=1\.123456789 has more than 8"):
+        load(pipeline, service)
