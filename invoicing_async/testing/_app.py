@@ -234,17 +234,30 @@ def _route(path: str, method: str) -> tuple[Handler | None, dict[str, str], int]
     return None, {}, 404
 
 
-def _authenticate(service: FakeInvoicingService, request: web.Request) -> Account | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "basic":
-        return None
+def _basic_account(service: FakeInvoicingService, token: str) -> Account | None:
     try:
         user, _, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError):
         return None
     account = service.accounts.get(user)
     if account is None or not secrets.compare_digest(account.password, password):
+        return None
+    return account
+
+
+def _authenticate(
+    service: FakeInvoicingService, request: web.Request, body: bytes
+) -> Account | None:
+    """The account a request acts for: HTTP Basic, or OAuth 1.0a when the service has it."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    account = None
+    if scheme.lower() == "basic":
+        account = _basic_account(service, token)
+    elif scheme.lower() == "oauth" and service.oauth1 is not None:
+        user = service.oauth1.verify(request.method, str(request.url), request.headers, body)
+        account = None if user is None else service.accounts.get(user)
+    if account is None:
         return None
     if service.port_per_account:  # each account on its own port only
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
@@ -267,13 +280,16 @@ def build_app(service: FakeInvoicingService) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
         fmt = _fmt(request)
         body = await request.read()
-        account = _authenticate(service, request)
+        account = _authenticate(service, request, body)
         if account is None:
             service.unauthorized += 1
+            challenges = ['Basic realm="Application"']
+            if service.oauth1 is not None:
+                challenges.append('OAuth realm="Application"')
             return web.Response(
                 status=401,
                 body=b"HTTP Basic: Access denied.\n",
-                headers={"WWW-Authenticate": 'Basic realm="Application"'},
+                headers={"WWW-Authenticate": ", ".join(challenges)},
             )
         refused = False
         try:
