@@ -340,13 +340,11 @@ async def _fake_server(args: argparse.Namespace) -> int:
 def _print_oauth1(service: FakeInvoicingService) -> None:
     """The OAuth 1.0a credentials: one consumer, a token for each account."""
     first = service.oauth1_auth
-    print(f"  OAuth 1 consumer key:    {first.consumer_key}")
-    print(f"  OAuth 1 consumer secret: {first.consumer_secret}")
+    print(f"  OAuth 1.0a consumer key / secret: {first.consumer_key} / {first.consumer_secret}")
     for account in service.accounts.values():
         auth = service.oauth1_auth_for(account)
         who = "" if len(service.accounts) == 1 else f" ({account.username})"
-        print(f"  OAuth 1 token{who}:        {auth.token}")
-        print(f"  OAuth 1 token secret{who}: {auth.token_secret}")
+        print(f"  OAuth 1.0a token / secret{who}: {auth.token} / {auth.token_secret}")
 
 
 if __name__ == "__main__":
