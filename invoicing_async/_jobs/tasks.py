@@ -20,6 +20,7 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 import invoicing_async as ia
+from invoicing_async._budget.stores import open_budget_store
 from invoicing_async._jobs.accounts import Account, AccountError, get_account
 from invoicing_async._jobs.status import (
     Outcome,
@@ -33,7 +34,6 @@ from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.postgres_connect import connection_pool
 from invoicing_async._sync.report import SyncProgress, SyncReport
-from invoicing_async._transport.budget_store import open_budget_store
 from invoicing_async.errors import ConfigurationError
 
 if TYPE_CHECKING:

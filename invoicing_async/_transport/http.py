@@ -14,9 +14,9 @@ import aiohttp
 import attrs
 from yarl import URL
 
+from invoicing_async._budget.budget import RateBudget
 from invoicing_async._models.documents import Format
 from invoicing_async._transport.auth import Auth
-from invoicing_async._transport.budget import RateBudget
 from invoicing_async._transport.failures import SendError, describe_timeout
 from invoicing_async._transport.redirects import MAX_REDIRECTS, next_hop
 from invoicing_async._transport.response import (

@@ -14,9 +14,9 @@ import aiohttp
 import trustme
 from aiohttp import web
 
+from invoicing_async._budget.budget import RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
-from invoicing_async._transport.budget import RateBudget
 from invoicing_async.testing._account import Account, PushEvent
 from invoicing_async.testing._app import build_app, redirect_app
 from invoicing_async.testing._clock import FakeClock

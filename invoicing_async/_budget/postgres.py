@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from invoicing_async._transport.budget_store import LedgerParams
-from invoicing_async._transport.ledger import Grant, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.stores import LedgerParams
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
 __all__ = ["SCHEMA", "PostgresBudgetStore"]
