@@ -17,6 +17,8 @@ import pytest
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._models.documents import Format, load_model
+from invoicing_async._models.payloads import dump_list
+from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.testing import FakeInvoicingService
 
@@ -237,6 +239,19 @@ def test_our_decoder_reads_a_date_attribute_sent_as_a_timestamp(fmt: str) -> Non
     bad = document.replace(b"2014-07-31T12", "2014-07-31T١2".encode())
     with pytest.raises(ia.DecodeError, match="not a date"):
         load_model(bad, fmt_of(fmt), m.Invoice)
+
+
+@pytest.mark.parametrize("models", [False, True])
+def test_a_sync_fetch_reply_with_timestamp_dates_is_read(fmt: str, models: bool) -> None:
+    """The sync's own path (members checked in C for JSON) reads them as the converter does."""
+    invoice = m.Invoice(id=1, revision=5, invoice_date=dt.date(2014, 7, 31))
+    reply = dump_list([invoice], fmt_of(fmt), m.Invoice).replace(
+        b"2014-07-31", b"2014-07-31T12:00:00+02:00"
+    )
+    assert b"2014-07-31T12:00:00+02:00" in reply
+    documents, unreadable = load_invoice_documents(reply, fmt_of(fmt), models=models)
+    assert unreadable == []
+    assert [d.model().invoice_date for d in documents] == [dt.date(2014, 7, 31)]
 
 
 # -- 3. HEAD on every GET route ----------------------------------------------------------------
