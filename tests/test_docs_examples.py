@@ -143,3 +143,11 @@ async def test_the_aiohttp_example(account_env: int, fake: FakeInvoicingService)
         assert body["id"] == account_env
         assert isinstance(body["total_price_incl_tax"], str)
         assert (await http.get("/invoices/999999")).status == 404
+
+
+def test_the_readme_links_to_files_that_exist() -> None:
+    """The README is read on the repository's host, outside the docs site's link check."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\((?!https?://)([^)#]+)(?:#[^)]*)?\)", text)
+    assert targets
+    assert [t for t in targets if not (ROOT / t).exists()] == []
