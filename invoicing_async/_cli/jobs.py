@@ -12,6 +12,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from invoicing_async._extras import install_hint
+
 if TYPE_CHECKING:
     from invoicing_async._jobs.tasks import Jobs
 
@@ -120,7 +122,7 @@ async def run_job_command(args: argparse.Namespace) -> int:
         ) as jobs:
             return await _dispatch(args, jobs)
     except ImportError:
-        _error("these commands need the [postgres] extra: pip install 'invoicing-async[postgres]'")
+        _error(f"these commands need procrastinate and psycopg; {install_hint('postgres')}")
         return 1
     except InvoicingError as exc:
         _error(str(exc))

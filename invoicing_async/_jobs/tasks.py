@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import invoicing_async as ia
 from invoicing_async._budget.stores import open_budget_store
+from invoicing_async._extras import install_hint
 from invoicing_async._jobs.accounts import Account, AccountError, get_account
 from invoicing_async._jobs.status import (
     Outcome,
@@ -62,7 +63,7 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
         (j.status = 'todo' AND j.queueing_lock = a.name)
         OR (j.status = 'doing' AND j.lock = a.name)))
 """
-_INSTALL = "jobs and workers need procrastinate: pip install 'invoicing-async[postgres]'"
+_INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
 
 
 def require_procrastinate() -> None:

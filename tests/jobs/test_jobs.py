@@ -432,4 +432,4 @@ async def test_without_procrastinate_the_commands_name_the_extra(migrated: str) 
     )  # fmt: skip
     _, err = await asyncio.wait_for(child.communicate(), 60)
     assert child.returncode == 1
-    assert "pip install 'invoicing-async[postgres]'" in err.decode()
+    assert "pip install -e '.[postgres]'" in err.decode()
