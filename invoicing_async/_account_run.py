@@ -322,9 +322,10 @@ def _log_end(outcome: RunOutcome) -> None:
         "account": outcome.account,
         "outcome": outcome.status,
         "requests": outcome.requests,
-        "created": outcome.created,
-        "updated": outcome.updated,
-        "deleted": outcome.deleted,
+        # (`created` is a `LogRecord` attribute of its own.)
+        "invoices_created": outcome.created,
+        "invoices_updated": outcome.updated,
+        "invoices_deleted": outcome.deleted,
         "duration": round(outcome.seconds, 3),
         "budget_left": outcome.budget_left,
         "next_due_in": None if outcome.due_in is None else round(outcome.due_in),

@@ -18,11 +18,12 @@ import pytest
 from invoicing_async._cli import _parser, main
 from invoicing_async._cli.jobs import run_job_command
 from invoicing_async._jobs.tasks import SYNC_TASK, Jobs
+from invoicing_async._secrets import SecretError, SecretPolicy
 from invoicing_async.sync import PostgresStore
 from invoicing_async.testing import FakeInvoicingService
 
 ROOT = Path(__file__).parents[2]
-SECRET_ENV = "INVOICING_TEST_JOBS_SECRET"
+SECRET_ENV = "INVOICING_SECRET_TEST_JOBS"
 
 
 def cli(*args: str, url: str) -> int:
@@ -61,9 +62,12 @@ async def add(url: str, service: FakeInvoicingService, name: str = "acme", *extr
     assert code == 0
 
 
-async def work(url: str, *, concurrency: int = 2, stalled_after: float = 30.0) -> None:
+async def work(
+    url: str, *, concurrency: int = 2, stalled_after: float = 30.0, secrets_dir: Path | None = None
+) -> None:
     """One in-process worker until no job is left."""
-    async with Jobs(url, stalled_after=stalled_after) as jobs:
+    policy = SecretPolicy(secrets_dir=secrets_dir)
+    async with Jobs(url, stalled_after=stalled_after, secret_policy=policy) as jobs:
         await jobs.run_worker(concurrency=concurrency, wait=False, install_signal_handlers=False)
 
 
@@ -115,7 +119,9 @@ def test_migrate_twice_is_idempotent(postgres_url: str, capsys: pytest.CaptureFi
 def test_commands_need_a_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("INVOICING_DATABASE_URL", raising=False)
     assert main(["status"]) == 2
-    assert main(["worker", "--concurrency", "0", "--database-url", "postgresql://x/y"]) == 2
+    with pytest.raises(SystemExit) as info:
+        main(["worker", "--concurrency", "0", "--database-url", "postgresql://x/y"])
+    assert info.value.code == 2
 
 
 def test_accounts_add_list_remove(migrated: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,14 +161,14 @@ async def test_a_secret_file_readable_by_others_is_refused(
         service.username, "--secret", f"file:{secret}", url=migrated,
     )  # fmt: skip
     assert code == 0
-    await work(migrated)
+    await work(migrated, secrets_dir=tmp_path)
     assert runs(migrated) == ["error"]
     [(error,)] = query(migrated, "SELECT error FROM invoicing_runs")
     assert "readable by others" in error
     secret.chmod(0o600)
     async with Jobs(migrated) as jobs:
         await jobs.enqueue(["acme"])
-    await work(migrated)
+    await work(migrated, secrets_dir=tmp_path)
     assert runs(migrated) == ["error", "complete"]
 
 
@@ -335,7 +341,7 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     second = await worker_process(migrated, "--until-idle")
     out, err = await asyncio.wait_for(second.communicate(), 60)
     assert second.returncode == 0, err.decode()
-    assert runs(migrated) == ["lost", "complete"]
+    assert runs(migrated) == ["lost", "complete"], err.decode()
     assert await stored(migrated, "acme") == 300
     assert service.password not in out.decode() + err.decode()
 
@@ -354,7 +360,7 @@ async def test_a_failed_run_is_recorded_without_its_secret(
     )
     assert error
     assert "wrong-hunter2-secret" not in error
-    assert 800 < float(due_in) <= 900  # retried in 15 minutes
+    assert 800 < float(due_in) <= 900  # retried in 15 minutes (the first failure)
 
 
 async def test_a_run_finding_its_account_locked_leaves_it_alone(
@@ -371,7 +377,7 @@ async def test_a_run_finding_its_account_locked_leaves_it_alone(
     assert await stored(migrated, "acme") == 0
 
 
-def test_secret_references_and_oauth1(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_secret_references_and_oauth1(monkeypatch: pytest.MonkeyPatch) -> None:
     from invoicing_async import OAuth1Auth
     from invoicing_async._jobs.accounts import AccountError, new_account
 
@@ -387,19 +393,20 @@ def test_secret_references_and_oauth1(monkeypatch: pytest.MonkeyPatch) -> None:
         "a",
         base_url="https://h.example:8443/x",
         username="ck",
-        secret="env:CS",
+        secret="env:INVOICING_SECRET_CS",
         oauth1=True,
         token="tk",
-        token_secret="env:TS",
+        token_secret="env:INVOICING_SECRET_TS",
     )
     assert account.host == "h.example:8443"
-    monkeypatch.setenv("CS", "consumer-secret")
-    monkeypatch.setenv("TS", "token-secret")
-    assert isinstance(account.credentials(), OAuth1Auth)
+    monkeypatch.setenv("INVOICING_SECRET_CS", "consumer-secret")
+    monkeypatch.setenv("INVOICING_SECRET_TS", "token-secret")
+    policy = SecretPolicy()
+    assert isinstance(await account.credentials().resolve(policy), OAuth1Auth)
     assert "consumer-secret" not in repr(account)
-    monkeypatch.delenv("TS")
-    with pytest.raises(AccountError, match=r"\$TS \(token secret\) is not set"):
-        account.credentials()
+    monkeypatch.delenv("INVOICING_SECRET_TS")
+    with pytest.raises(SecretError, match=r"\$INVOICING_SECRET_TS \(token secret\) is not set"):
+        await account.credentials().resolve(policy)
 
 
 @pytest.mark.slow
