@@ -37,6 +37,7 @@ __all__ = [
     "RunObserver",
     "RunOutcome",
     "RunStatus",
+    "describe_failure",
     "exit_code",
     "load_ca",
     "outcome_of_error",
@@ -169,15 +170,22 @@ def outcome_of_error(account: str, exc: Exception) -> RunOutcome:
         # A stop for the budget is "run again later", whichever request met it.
         eta = exc.retry_after if exc.retry_after is not None else 3600.0
         return RunOutcome(account, "budget", error=redact(str(exc)), eta=eta)
+    text = describe_failure(exc) or f"{type(exc).__name__}: {exc}"
+    return RunOutcome(account, "error", error=text)
+
+
+def describe_failure(exc: BaseException) -> str | None:
+    """One line for an expected failure (the service, TLS, a file, the budget store)
+    naming what is at fault, secrets redacted; None for one nobody expected (a bug)."""
     if isinstance(exc, ia.InvoicingError):
         text = str(exc)
     elif isinstance(exc, ssl.SSLError):
-        text = f"TLS: {exc.reason or exc}"
-    elif isinstance(exc, OSError) and exc.filename is not None:
-        text = f"{exc.filename}: {exc.strerror or exc}"
+        text = f"TLS: {getattr(exc, 'reason', None) or exc}"
+    elif isinstance(exc, OSError):
+        text = str(exc) if exc.filename is None else f"{exc.filename}: {exc.strerror or exc}"
     else:
-        text = f"{type(exc).__name__}: {exc}"
-    return RunOutcome(account, "error", error=redact(text))
+        return None
+    return " ".join(redact(text).split())
 
 
 def load_ca(path: str | Path) -> ssl.SSLContext:
@@ -191,7 +199,7 @@ def load_ca(path: str | Path) -> ssl.SSLContext:
         raise ia.ConfigurationError(f"CA file {path}: permission denied") from None
     except ssl.SSLError as exc:
         raise ia.ConfigurationError(
-            f"CA file {path}: not a PEM certificate ({exc.reason or exc})"
+            f"CA file {path}: not a PEM certificate ({getattr(exc, 'reason', None) or exc})"
         ) from None
     except OSError as exc:
         raise ia.ConfigurationError(f"CA file {path}: {exc.strerror or exc}") from None
@@ -256,7 +264,7 @@ class AccountRun:
             outcome = await self._run(budget_left)
         except Exception as exc:
             outcome = outcome_of_error(self.account, exc)
-            if not isinstance(exc, (ia.InvoicingError, OSError, ssl.SSLError)):
+            if describe_failure(exc) is None:
                 logger.debug("account %s: unexpected failure", self.account, exc_info=True)
         except BaseException:
             outcome = RunOutcome(self.account, "error", error="stopped: the run was cancelled")

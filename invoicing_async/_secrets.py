@@ -142,7 +142,7 @@ def _read_file(path: str, what: str) -> str:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         raise SecretError(f"cannot read {what} file {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as file:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SecretError(f"{what} file {path} is not a regular file")
@@ -151,7 +151,14 @@ def _read_file(path: str, what: str) -> str:
                 f"{what} file {path} is readable by others "
                 f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
             )
-        data = file.read(MAX_SECRET_BYTES + 1)
+        data = b""
+        while len(data) <= MAX_SECRET_BYTES:
+            chunk = os.read(fd, MAX_SECRET_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
     if len(data) > MAX_SECRET_BYTES:
         raise SecretError(f"{what} file {path} is larger than {MAX_SECRET_BYTES} bytes")
     try:

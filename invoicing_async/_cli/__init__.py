@@ -175,26 +175,16 @@ def _command(args: argparse.Namespace) -> int:
 def _expected_failure(exc: Exception, args: argparse.Namespace) -> str | None:
     """One line naming what is at fault, or None for a failure nobody expected (a bug:
     its traceback is shown)."""
-    import ssl
-
+    from invoicing_async._account_run import describe_failure
     from invoicing_async._secrets import redact
-    from invoicing_async.errors import InvoicingError
 
-    module = type(exc).__module__
-    if module.startswith(("psycopg", "psycopg_pool")):
+    if type(exc).__module__.startswith(("psycopg", "psycopg_pool")):
         from invoicing_async._sync.postgres_connect import where_of
 
         where = where_of(getattr(args, "database_url", None) or "")
-        text = f"{where}: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
-    elif isinstance(exc, InvoicingError):
-        text = str(exc)
-    elif isinstance(exc, ssl.SSLError):
-        text = f"TLS: {exc.reason or exc}"
-    elif isinstance(exc, OSError):
-        text = str(exc) if exc.filename is None else f"{exc.filename}: {exc.strerror or exc}"
-    else:
-        return None
-    return " ".join(redact(text).split())
+        reason = (str(exc).strip().splitlines() or [""])[0]
+        return redact(f"{where}: {type(exc).__name__}: {reason}")
+    return describe_failure(exc)
 
 
 def _budget_arguments(parser: argparse.ArgumentParser) -> None:
