@@ -103,7 +103,8 @@ async def test_an_account_held_by_another_run_is_left_alone(
     assert code == 3, err  # not complete: run again later
     statuses = {a["name"]: a["status"] for a in json.loads(out)["accounts"]}
     assert statuses == {"acct-0": "complete", "acct-1": "locked", "acct-2": "complete"}
-    assert services[1].account.counters["sync_list_ids"] == 0
+    assert services[1].account.counters["sync_list"] == 0
+    assert services[0].account.counters["sync_list"] == 1
 
 
 async def test_one_failing_account_does_not_stop_the_others(
