@@ -10,8 +10,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from invoicing_async._cli import _parser
 from invoicing_async.testing import FakeInvoicingService
 
@@ -37,23 +35,28 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
+# argparse has no public way to walk a parser's tree.
+def actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return parser._actions  # noqa: SLF001
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    kind = argparse._SubParsersAction  # noqa: SLF001
+    return [p for a in actions(parser) if isinstance(a, kind) for p in a.choices.values()]
+
+
 def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     yield parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield from parsers(sub)
+    for sub in subcommands(parser):
+        yield from parsers(sub)
 
 
 def test_no_parser_takes_abbreviations_and_every_command_takes_the_logging_options() -> None:
     every = list(parsers(_parser()))
     assert len(every) > 10
     assert all(not p.allow_abbrev for p in every)
-    leaves = [
-        p for p in every if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
-    ]
-    for leaf in leaves:
-        options = {o for a in leaf._actions for o in a.option_strings}
+    for leaf in (p for p in every if not subcommands(p)):
+        options = {o for a in actions(leaf) for o in a.option_strings}
         assert {"-v", "--verbose", "--log-level", "--log-format"} <= options, leaf.prog
 
 
@@ -111,8 +114,8 @@ async def test_a_dry_run_reports_the_plan_alike_in_text_and_json_and_writes_noth
     tmp_path: Path,
 ) -> None:
     async with FakeInvoicingService(invoices=250, seed=1, tls=False) as service:
-        args = ("sync", "--base-url", service.base_url, "--username", service.username)
-        args += ("--db", str(tmp_path / "new.db"), "--dry-run")
+        args = ["sync", "--base-url", service.base_url, "--username", service.username]
+        args += ["--db", str(tmp_path / "new.db"), "--dry-run"]
         env = {"INVOICING_PASSWORD": service.password}
         code, out, err = await run(*args, env=env)
         assert code == 0, err
@@ -126,7 +129,7 @@ async def test_a_dry_run_reports_the_plan_alike_in_text_and_json_and_writes_noth
         assert (report["listed"], report["planned"], report["needed_requests"]) == (250, 250, 3)
         assert service.account.counters["sync_list"] == 2
         assert service.account.counters["sync_fetch"] == 0
-    assert list(tmp_path.iterdir()) == []  # no database, no lock file
+    assert os.listdir(tmp_path) == []  # no database, no lock file
 
 
 async def test_the_demo_refuses_a_negative_count_and_keeps_its_lines_straight(

@@ -440,3 +440,212 @@ async def test_without_procrastinate_the_commands_name_the_extra(migrated: str) 
     _, err = await asyncio.wait_for(child.communicate(), 60)
     assert child.returncode == 1
     assert "pip install 'invoicing-async[postgres]'" in err.decode()
+
+
+# -- secrets confined to the worker's policy ------------------------------------------------
+
+
+async def test_the_worker_reads_only_the_secrets_its_policy_allows(
+    migrated: str, service: FakeInvoicingService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An account row naming the worker's own secrets gets an error run, and the capture
+    server (the URL the row names) never sees a request."""
+    from tests.test_account_run import capture_server
+
+    monkeypatch.setenv("INVOICING_DATABASE_URL", migrated)
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    other = tmp_path / "other-secret"
+    other.write_text("not-yours")
+    other.chmod(0o600)
+    os.mkfifo(secrets / "fifo", 0o600)
+    async with capture_server() as (url, seen):
+        for name, ref in [
+            ("env-outside", "env:INVOICING_DATABASE_URL"),
+            ("file-outside", f"file:{other}"),
+            ("link-outside", f"file:{secrets / 'link'}"),
+            ("fifo", f"file:{secrets / 'fifo'}"),
+        ]:
+            code = await acli(
+                "accounts", "add", name, "--base-url", url, "--username", "u",
+                "--secret", ref, url=migrated,
+            )  # fmt: skip
+            assert code == 0
+        (secrets / "link").symlink_to(other)
+        await add(migrated, service, "good")
+        await work(migrated, concurrency=1, secrets_dir=secrets)
+    assert seen == []
+    errors = dict(
+        query(migrated, "SELECT account, error FROM invoicing_runs WHERE status = 'error'")
+    )
+    assert "reads only variables named INVOICING_SECRET_*" in errors["env-outside"]
+    assert "not under the secrets directory" in errors["file-outside"]
+    assert "not under the secrets directory" in errors["link-outside"]
+    assert "not a regular file" in errors["fifo"]
+    assert runs(migrated, "good") == ["complete"]  # the FIFO froze nothing
+
+
+# -- failures: backoff, streaks, exit codes -------------------------------------------------
+
+
+def test_next_due_backs_off_failures_up_to_the_cap() -> None:
+    from invoicing_async._account_run import RunOutcome
+    from invoicing_async._jobs.status import next_due
+
+    def due(status: str, failures_before: int = 0, eta: float | None = None) -> float:
+        outcome = RunOutcome("a", status, eta=eta)  # type: ignore[arg-type]
+        return next_due(
+            outcome,
+            every=86400,
+            retry_after=900,
+            retry_cap=6 * 3600,
+            failures_before=failures_before,
+        )
+
+    assert [due("error", n) for n in range(7)] == [900, 1800, 3600, 7200, 14400, 21600, 21600]
+    assert due("error", 10_000) == 21600
+    assert due("complete", 5) == 86400
+    assert due("incomplete") == 900
+    assert due("budget", eta=120) == 120
+    assert due("locked") == 300
+
+
+def test_status_check_finds_failed_and_overdue_accounts() -> None:
+    import datetime as dt
+
+    from invoicing_async._jobs.status import AccountStatus, problems
+
+    now = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+
+    def row(
+        account: str, status: str | None, due_ago: float | None, failures: int = 0
+    ) -> AccountStatus:
+        due = None if due_ago is None else now - dt.timedelta(seconds=due_ago)
+        return AccountStatus(
+            account, "h", due, status, None, None, 0, 0, 0, 0, 0, 0, None,
+            "401 wrong password" if status == "error" else None, None, failures,
+        )  # fmt: skip
+
+    rows = [
+        row("fine", "complete", -3600),
+        row("late", "complete", 7200),
+        row("a-bit-late", "complete", 60),
+        row("failing", "error", -900, failures=3),
+        row("queued", None, None),
+    ]
+    assert problems(rows, overdue_margin=3600, now=now) == [
+        "late: overdue by 7200s",
+        "failing: last run error (3 in a row): 401 wrong password",
+    ]
+    assert problems(rows[:1], overdue_margin=3600, now=now) == []
+
+
+async def test_a_failing_account_backs_off_and_status_shows_its_streak(
+    migrated: str,
+    service: FakeInvoicingService,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    await add(migrated, service)
+    monkeypatch.setenv(SECRET_ENV, "wrong-password")
+    due = "SELECT extract(epoch FROM due_at - now()) FROM invoicing_accounts"
+    seen = []
+    async with Jobs(migrated) as jobs:
+        for _ in range(3):
+            assert await jobs.sync("acme") == "error"
+            seen.append(float(query(migrated, due)[0][0]))
+    assert [round(s / 100) * 100 for s in seen] == [900, 1800, 3600]
+    capsys.readouterr()
+    assert await acli("status", url=migrated) == 0
+    assert "3 failures in a row" in capsys.readouterr().out
+    assert await acli("status", "--check", url=migrated) == 1
+    assert "acme: last run error (3 in a row)" in capsys.readouterr().err
+    monkeypatch.setenv(SECRET_ENV, service.password)
+    async with Jobs(migrated) as jobs:
+        assert await jobs.sync("acme") == "complete"
+    assert await acli("status", "--check", "--json", url=migrated) == 0
+    [line] = json.loads(capsys.readouterr().out)
+    assert line["failures"] == 0
+
+
+def test_worker_until_idle_exits_1_when_a_run_failed(migrated: str) -> None:
+    base = ("--username", "u", "--secret", "env:INVOICING_SECRET_UNSET_FOR_TEST")
+    assert (
+        cli("accounts", "add", "down", "--base-url", "http://127.0.0.1:9", *base, url=migrated) == 0
+    )
+    assert cli("worker", "--until-idle", url=migrated) == 1
+    assert runs(migrated, "down") == ["error"]
+    assert cli("worker", "--until-idle", url=migrated) == 0  # nothing ran: nothing failed
+
+
+async def test_status_into_a_closed_pipe_is_quiet(migrated: str) -> None:
+    for n in range(30):
+        assert await acli("accounts", "add", f"a{n}", "--base-url", "https://h.example", "--username",
+                   "u", "--secret", "env:INVOICING_SECRET_X", url=migrated) == 0  # fmt: skip
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "invoicing_async", "status", "--database-url", migrated,
+            stdout=write, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    _, err = await asyncio.wait_for(child.communicate(), 60)
+    assert (child.returncode, err) == (141, b"")
+
+
+async def test_the_watchdog_recovers_stalled_jobs_every_interval(
+    migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Virtual time: the watchdog's sleeps are recorded, not slept."""
+    slept: list[float] = []
+    recovered = 0
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) > 3:
+            raise asyncio.CancelledError
+
+    async with Jobs(migrated, stalled_after=2) as jobs:
+
+        async def recover() -> list[str]:
+            nonlocal recovered
+            recovered += 1
+            if recovered == 2:
+                raise OSError("database gone for a moment")  # the next tick tries again
+            return []
+
+        monkeypatch.setattr(jobs, "recover_stalled", recover)
+        with pytest.raises(asyncio.CancelledError):
+            await jobs.watch_stalled(1.0, sleep=sleep)
+    assert slept == [1.0, 1.0, 1.0, 1.0]
+    assert recovered == 3
+
+
+@pytest.mark.slow
+async def test_a_running_worker_recovers_a_killed_workers_job_promptly(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    """Not at the dispatcher's next minute: within `stalled_after` and a watchdog tick."""
+    service.account.faults.latency = 1.0
+    await add(migrated, service)
+    first = await worker_process(migrated)
+    try:
+        await until(lambda: runs(migrated) == ["running"])
+    finally:
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    service.account.faults.latency = 0.0
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with Jobs(migrated, stalled_after=2) as jobs:
+        task = asyncio.create_task(
+            jobs.run_worker(concurrency=1, heartbeat=0.5, install_signal_handlers=False)
+        )
+        try:
+            await until(lambda: runs(migrated) == ["lost", "complete"], timeout=15)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    assert loop.time() - started < 15
