@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from invoicing_async._cli.logs import configure_logging
 
     args = _parser().parse_args(argv)
-    configure_logging(args, default=logging.INFO if args.command == "worker" else _QUIET)
+    configure_logging(args, default=logging.INFO if args.command == "worker" else None)
     try:
         code = _command(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
@@ -143,7 +143,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-_QUIET = logging.CRITICAL + 10
 #: What a shell reports for a process killed by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
 

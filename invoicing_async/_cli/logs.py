@@ -23,7 +23,6 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "asctime",
     "taskName",
 }
-_QUIET = logging.CRITICAL + 10
 
 
 class TextFormatter(logging.Formatter):
@@ -60,20 +59,54 @@ def _redacted(value: Any) -> Any:
     return value
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time (it may be replaced after setup)."""
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: IO[str]) -> None:
+        pass
+
+
+class _Levels(logging.Filter):
+    """The package's records from `level` up; other libraries' from warnings up."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.name == "invoicing_async" or record.name.startswith("invoicing_async.")
+        return record.levelno >= (self.level if ours else max(self.level, logging.WARNING))
+
+
+_installed: list[logging.Handler] = []
+
+
 def configure_logging(
-    args: argparse.Namespace, *, default: int = _QUIET, stream: IO[str] | None = None
+    args: argparse.Namespace, *, default: int | None = None, stream: IO[str] | None = None
 ) -> None:
-    """Send the package's log to stderr at the level the options ask (else `default`)."""
+    """Log to stderr (or `stream`) at the level the options ask, else at `default`;
+    None: nothing at all (not even Python's last-resort printing of warnings)."""
+    level: int | None = default
     if args.log_level:
         level = logging.getLevelName(args.log_level.upper())
     elif args.verbose:
         level = logging.INFO if args.verbose == 1 else logging.DEBUG
-    else:
-        level = default
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if args.log_format == "json" else TextFormatter())
     root = logging.getLogger()
-    root.handlers[:] = [handler]
-    # Other libraries (aiohttp, psycopg, procrastinate) speak only of warnings and worse.
-    root.setLevel(max(level, logging.WARNING))
-    logging.getLogger("invoicing_async").setLevel(level)
+    for old in _installed:
+        root.removeHandler(old)
+    _installed.clear()
+    handler: logging.Handler
+    if level is None:
+        handler = logging.NullHandler()
+    else:
+        handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
+        handler.setFormatter(JsonFormatter() if args.log_format == "json" else TextFormatter())
+        handler.addFilter(_Levels(level))
+        logging.getLogger("invoicing_async").setLevel(level)
+    root.addHandler(handler)
+    _installed.append(handler)

@@ -568,13 +568,27 @@ async def test_a_failing_account_backs_off_and_status_shows_its_streak(
     assert line["failures"] == 0
 
 
-def test_worker_until_idle_exits_1_when_a_run_failed(migrated: str) -> None:
+def test_worker_until_idle_exits_1_when_a_run_failed_and_logs_each_run(
+    migrated: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = ("--username", "u", "--secret", "env:INVOICING_SECRET_UNSET_FOR_TEST")
     assert (
         cli("accounts", "add", "down", "--base-url", "http://127.0.0.1:9", *base, url=migrated) == 0
     )
-    assert cli("worker", "--until-idle", url=migrated) == 1
+    capsys.readouterr()
+    assert cli("worker", "--until-idle", "--log-format", "json", url=migrated) == 1
     assert runs(migrated, "down") == ["error"]
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    started, finished = (x for x in lines if x.get("account") == "down")
+    assert (started["event"], started["level"]) == ("run_started", "info")
+    assert (finished["event"], finished["level"], finished["outcome"]) == (
+        "run_finished",
+        "error",
+        "error",
+    )
+    assert "INVOICING_SECRET_UNSET_FOR_TEST" in finished["error"]
+    assert finished["next_due_in"] == 900
+    assert {"requests", "invoices_created", "duration", "budget_left"} <= finished.keys()
     assert cli("worker", "--until-idle", url=migrated) == 0  # nothing ran: nothing failed
 
 
