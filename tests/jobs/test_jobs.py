@@ -320,19 +320,23 @@ async def worker_process(url: str, *extra: str) -> asyncio.subprocess.Process:
     )  # fmt: skip
 
 
+async def killed_mid_run(url: str, service: FakeInvoicingService) -> None:
+    """A worker process killed (SIGKILL) while it syncs the account `acme`."""
+    service.account.faults.latency = 1.0
+    await add(url, service)
+    first = await worker_process(url)
+    try:
+        await until(lambda: runs(url) == ["running"])
+    finally:
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+
+
 @pytest.mark.slow
 async def test_a_killed_workers_account_is_synced_after_restart(
     migrated: str, service: FakeInvoicingService
 ) -> None:
-    service.account.faults.latency = 1.0
-    await add(migrated, service)
-    first = await worker_process(migrated)
-    try:
-        await until(lambda: runs(migrated) == ["running"])
-        await asyncio.sleep(0.5)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        await first.wait()
+    await killed_mid_run(migrated, service)
     assert query(
         migrated, "SELECT status FROM procrastinate_jobs WHERE task_name = %s", (SYNC_TASK,)
     ) == [("doing",)]
@@ -642,14 +646,7 @@ async def test_a_running_worker_recovers_a_killed_workers_job_promptly(
     migrated: str, service: FakeInvoicingService
 ) -> None:
     """Not at the dispatcher's next minute: within `stalled_after` and a watchdog tick."""
-    service.account.faults.latency = 1.0
-    await add(migrated, service)
-    first = await worker_process(migrated)
-    try:
-        await until(lambda: runs(migrated) == ["running"])
-    finally:
-        first.send_signal(signal.SIGKILL)
-        await first.wait()
+    await killed_mid_run(migrated, service)
     service.account.faults.latency = 0.0
     loop = asyncio.get_running_loop()
     started = loop.time()
