@@ -24,11 +24,15 @@ from typing import Any, Literal
 
 import attrs
 
-import invoicing_async as ia
+from invoicing_async._budget.budget import RateBudget
+from invoicing_async._client import InvoicingClient
+from invoicing_async._models.payloads import Format
 from invoicing_async._secrets import SecretPolicy, parse_secret_ref, read_secret, redact
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.store import Store
+from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
+from invoicing_async.errors import ConfigurationError, InvoicingError, RateLimitExceeded
 
 __all__ = [
     "EXIT_CODES",
@@ -75,17 +79,17 @@ class Credentials:
     token: str | None = None
     token_secret: str | None = None
 
-    async def resolve(self, policy: SecretPolicy) -> ia.Auth:
+    async def resolve(self, policy: SecretPolicy) -> Auth:
         """The credentials with their secrets read now, under `policy`."""
         what = "consumer secret" if self.oauth1 else "password"
         secret = await read_secret(parse_secret_ref(self.secret, what), policy, what)
         if not self.oauth1:
-            return ia.BasicAuth(self.username, secret)
+            return BasicAuth(self.username, secret)
         if not self.token or not self.token_secret:
-            raise ia.ConfigurationError("OAuth 1 needs a token and its secret")
+            raise ConfigurationError("OAuth 1 needs a token and its secret")
         ref = parse_secret_ref(self.token_secret, "token secret")
         token_secret = await read_secret(ref, policy, "token secret")
-        return ia.OAuth1Auth(self.username, secret, self.token, token_secret)
+        return OAuth1Auth(self.username, secret, self.token, token_secret)
 
 
 @attrs.frozen
@@ -166,7 +170,7 @@ def outcome_of_report(account: str, report: SyncReport) -> RunOutcome:
 def outcome_of_error(account: str, exc: Exception) -> RunOutcome:
     """The one mapping from what a run raised to its outcome; the text names what is at
     fault (file, URL, role) and never a secret."""
-    if isinstance(exc, ia.RateLimitExceeded):
+    if isinstance(exc, RateLimitExceeded):
         # A stop for the budget is "run again later", whichever request met it.
         eta = exc.retry_after if exc.retry_after is not None else 3600.0
         return RunOutcome(account, "budget", error=redact(str(exc)), eta=eta)
@@ -177,7 +181,7 @@ def outcome_of_error(account: str, exc: Exception) -> RunOutcome:
 def describe_failure(exc: BaseException) -> str | None:
     """One line for an expected failure (the service, TLS, a file, the budget store)
     naming what is at fault, secrets redacted; None for one nobody expected (a bug)."""
-    if isinstance(exc, ia.InvoicingError):
+    if isinstance(exc, InvoicingError):
         text = str(exc)
     elif isinstance(exc, ssl.SSLError):
         text = f"TLS: {getattr(exc, 'reason', None) or exc}"
@@ -194,15 +198,15 @@ def load_ca(path: str | Path) -> ssl.SSLContext:
     try:
         return ssl.create_default_context(cafile=str(path))
     except FileNotFoundError:
-        raise ia.ConfigurationError(f"CA file {path}: no such file") from None
+        raise ConfigurationError(f"CA file {path}: no such file") from None
     except PermissionError:
-        raise ia.ConfigurationError(f"CA file {path}: permission denied") from None
+        raise ConfigurationError(f"CA file {path}: permission denied") from None
     except ssl.SSLError as exc:
-        raise ia.ConfigurationError(
+        raise ConfigurationError(
             f"CA file {path}: not a PEM certificate ({getattr(exc, 'reason', None) or exc})"
         ) from None
     except OSError as exc:
-        raise ia.ConfigurationError(f"CA file {path}: {exc.strerror or exc}") from None
+        raise ConfigurationError(f"CA file {path}: {exc.strerror or exc}") from None
 
 
 class RunObserver:
@@ -233,10 +237,10 @@ class AccountRun:
 
     account: str
     base_url: str
-    auth: ia.Auth | Credentials
+    auth: Auth | Credentials
     open_store: Callable[[], AbstractAsyncContextManager[Store]]
-    new_budget: Callable[[], ia.RateBudget] = ia.RateBudget
-    format: ia.Format = "xml"
+    new_budget: Callable[[], RateBudget] = RateBudget
+    format: Format = "xml"
     ca_file: str | Path | None = None
     lock: Callable[[], AbstractAsyncContextManager[bool]] | None = None
     secret_policy: SecretPolicy = attrs.field(factory=SecretPolicy)
@@ -286,7 +290,7 @@ class AccountRun:
             stack.push_async_callback(budget.close)
             stack.callback(lambda: budget_left.append(budget.snapshot().remaining))
             client = await stack.enter_async_context(
-                ia.InvoicingClient(
+                InvoicingClient(
                     self.base_url, auth=auth, format=self.format, ssl=context, budget=budget
                 )
             )
