@@ -9,7 +9,7 @@ from pathlib import Path
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
+from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome, exit_code
 from invoicing_async._cli.progress import ProgressBar
 from invoicing_async._sync.plan import batches_for
 from invoicing_async._sync.sqlite import SQLiteStore
@@ -117,4 +117,4 @@ async def _demo(
             f"{second.requests} (minimum 2), third {third.requests} (minimum 1); "
             f"the service's hourly budget has {window.remaining} of {window.limit} left"
         )
-    return max(o.exit_code for o in (first, second, third))
+    return exit_code([first, second, third])
