@@ -22,6 +22,7 @@ from invoicing_async._version import __version__
 if TYPE_CHECKING:
     from invoicing_async._sync.report import SyncReport
     from invoicing_async._sync.store import Store
+    from invoicing_async.testing import FakeInvoicingService
 
 __all__ = ["main"]
 
@@ -108,6 +109,12 @@ def _parser() -> CommandParser:
         default=1,
         help="serve N accounts (the first is --username, then account-2 … account-N), "
         "each with its own budget and its own copy of the same invoices, the same password",
+    )
+    fake.add_argument(
+        "--oauth1",
+        action="store_true",
+        help="also accept OAuth 1.0a (HMAC-SHA1); prints a consumer key and secret and "
+        "each account's token and secret",
     )
     fake.add_argument(
         "--port-per-account",
@@ -347,6 +354,7 @@ async def _fake_server(args: argparse.Namespace) -> int:
         seed=args.seed,
         limit=args.limit,
         port_per_account=args.port_per_account,
+        oauth1=args.oauth1,
     )
     service.account.faults.latency = args.latency
     for n in range(2, args.accounts + 1):
@@ -372,6 +380,8 @@ async def _fake_server(args: argparse.Namespace) -> int:
             for account in service.accounts.values():
                 print(f"  {account.username}: {service.base_url_for(account)}")
         print(f"  password:  {service.password}")
+        if service.oauth1 is not None:
+            _print_oauth1(service)
         if ca_path is not None:
             print(f"  CA (PEM):  {ca_path}")
             print("  client:    ssl=ssl.create_default_context(cafile=<CA>)")
@@ -379,6 +389,16 @@ async def _fake_server(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
     return 0
+
+
+def _print_oauth1(service: FakeInvoicingService) -> None:
+    """The OAuth 1.0a credentials: one consumer, a token for each account."""
+    first = service.oauth1_auth
+    print(f"  OAuth 1.0a consumer key / secret: {first.consumer_key} / {first.consumer_secret}")
+    for account in service.accounts.values():
+        auth = service.oauth1_auth_for(account)
+        who = "" if len(service.accounts) == 1 else f" ({account.username})"
+        print(f"  OAuth 1.0a token / secret{who}: {auth.token} / {auth.token_secret}")
 
 
 if __name__ == "__main__":
