@@ -5,10 +5,10 @@ The public names are the ones below and those of `invoicing_async.models`,
 modules whose names start with an underscore are implementation.
 """
 
+from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._models.payloads import Format
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
-from invoicing_async._transport.budget import BudgetSnapshot, RateBudget
 from invoicing_async._transport.http import RequestEvent
 from invoicing_async._transport.retry import RetryPolicy
 from invoicing_async._version import __version__

@@ -13,11 +13,11 @@ import aiohttp
 import attrs
 from yarl import URL
 
+from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._models.documents import Format, load_model
 from invoicing_async._resources.invoices import InvoicesResource
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async._transport.auth import Auth
-from invoicing_async._transport.budget import BudgetSnapshot, RateBudget
 from invoicing_async._transport.environment import settings_from_env
 from invoicing_async._transport.http import (
     DEFAULT_MAX_RESPONSE_BYTES,

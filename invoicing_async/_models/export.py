@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._extras import install_hint
 from invoicing_async._models.base import Model
 from invoicing_async._wire.scalars import format_datetime, format_decimal
 
@@ -60,9 +61,7 @@ def _pandas() -> Any:
         import pandas
         import pyarrow
     except ImportError:
-        raise ImportError(
-            "DataFrames need pandas and pyarrow: pip install 'invoicing-async[pandas]'"
-        ) from None
+        raise ImportError(f"DataFrames need pandas and pyarrow; {install_hint('pandas')}") from None
     return pandas, pyarrow
 
 

@@ -1,1 +1,1 @@
-"""The sync engine, its stores and the push receiver."""
+"""The sync engine and its stores."""

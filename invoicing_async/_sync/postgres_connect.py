@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from invoicing_async._extras import install_hint
 from invoicing_async.errors import ConfigurationError, StoreError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ __all__ = [
     "where_of",
 ]
 
-_INSTALL = "PostgresStore needs psycopg: pip install 'invoicing-async[postgres]'"
+_INSTALL = f"PostgresStore needs psycopg; {install_hint('postgres')}"
 
 
 def require_psycopg() -> None:

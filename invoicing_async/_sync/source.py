@@ -9,8 +9,8 @@ from __future__ import annotations
 import builtins
 from typing import Protocol
 
+from invoicing_async._budget.budget import RateBudget
 from invoicing_async._resources.invoices import FetchedBatch
-from invoicing_async._transport.budget import RateBudget
 from invoicing_async.models import SyncRevisions
 
 __all__ = ["InvoiceSource", "SyncClient"]

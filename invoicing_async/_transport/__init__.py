@@ -1,1 +1,1 @@
-"""Transport: the session wrapper (auth, rate budget, retries, redirects, error mapping)."""
+"""Transport: the session wrapper (auth, retries, redirects, error mapping)."""

@@ -12,8 +12,8 @@ import looptime
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._transport.budget import Permit, RateBudget
-from invoicing_async._transport.budget_store import MemoryBudgetStore
+from invoicing_async._budget.budget import Permit, RateBudget
+from invoicing_async._budget.stores import MemoryBudgetStore
 from tests.scripted import ScriptedServer, scripted_client
 
 HOUR = 3600.0

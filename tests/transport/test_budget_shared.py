@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._transport.budget import Permit
-from invoicing_async._transport.budget_store import MemoryBudgetStore
+from invoicing_async._budget.budget import Permit
+from invoicing_async._budget.stores import MemoryBudgetStore
 
 HOUR = 3600.0
 BACKENDS = ["sqlite", "postgres", "redis"]

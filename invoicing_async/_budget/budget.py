@@ -23,12 +23,12 @@ from typing import TypeVar
 import attrs
 from aiolimiter import AsyncLimiter
 
-from invoicing_async._transport.budget_store import (
+from invoicing_async._budget.ledger import Grant, LedgerView
+from invoicing_async._budget.stores import (
     BudgetStore,
     MemoryBudgetStore,
     open_budget_store,
 )
-from invoicing_async._transport.ledger import Grant, LedgerView
 from invoicing_async.errors import (
     BudgetUnavailableError,
     ConfigurationError,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from invoicing_async._transport.budget_store import LedgerParams
-from invoicing_async._transport.ledger import Grant, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._extras import install_hint
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
 __all__ = ["SCHEMA", "PostgresBudgetStore"]
@@ -141,8 +142,7 @@ class PostgresBudgetStore:
             import psycopg_pool  # noqa: F401
         except ImportError:
             raise ConfigurationError(
-                "a postgresql:// shared budget needs psycopg: "
-                "pip install 'invoicing-async[postgres]'"
+                f"a postgresql:// shared budget needs psycopg; {install_hint('postgres')}"
             ) from None
         self.url = url
         self._timeout = timeout

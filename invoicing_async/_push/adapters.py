@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from invoicing_async._sync.push import PushReceiver, PushResponse
+from invoicing_async._push.receiver import PushReceiver, PushResponse
 
 __all__ = ["PushASGIApp", "aiohttp_routes"]
 

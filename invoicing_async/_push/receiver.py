@@ -150,13 +150,13 @@ class PushReceiver:
 
     def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
         """aiohttp routes: `POST {prefix}/{secret}`, and `POST {prefix}` with the header."""
-        from invoicing_async._sync.push_adapters import aiohttp_routes
+        from invoicing_async._push.adapters import aiohttp_routes
 
         return aiohttp_routes(self, prefix)
 
     def asgi(self) -> Callable[..., Awaitable[None]]:
         """A plain ASGI app to mount in Starlette or FastAPI (`app.mount("/push", …)`)."""
-        from invoicing_async._sync.push_adapters import PushASGIApp
+        from invoicing_async._push.adapters import PushASGIApp
 
         return PushASGIApp(self)
 

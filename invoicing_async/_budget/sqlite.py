@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
-from invoicing_async._transport.budget_store import LedgerParams
-from invoicing_async._transport.ledger import Grant, LedgerView, MemoryLedger, Refusal, Unit
+from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal, Unit
+from invoicing_async._budget.stores import LedgerParams
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
 __all__ = ["SQLiteBudgetStore", "sqlite_path"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from invoicing_async._transport.ledger import Grant, LedgerView, MemoryLedger, Refusal
+from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal
 from invoicing_async.errors import ConfigurationError
 
 __all__ = ["BudgetStore", "LedgerParams", "MemoryBudgetStore", "open_budget_store"]
@@ -119,15 +119,15 @@ def open_budget_store(url: str, *, timeout: float) -> BudgetStore:
     """The store a `shared=` URL names: sqlite:///path, postgresql://…, redis://…."""
     scheme = url.split(":", 1)[0].lower()
     if scheme == "sqlite":
-        from invoicing_async._transport.budget_sqlite import SQLiteBudgetStore
+        from invoicing_async._budget.sqlite import SQLiteBudgetStore
 
         return SQLiteBudgetStore(url, timeout=timeout)
     if scheme in ("postgresql", "postgres"):
-        from invoicing_async._transport.budget_postgres import PostgresBudgetStore
+        from invoicing_async._budget.postgres import PostgresBudgetStore
 
         return PostgresBudgetStore(url, timeout=timeout)
     if scheme in ("redis", "rediss", "unix"):
-        from invoicing_async._transport.budget_redis import RedisBudgetStore
+        from invoicing_async._budget.redis import RedisBudgetStore
 
         return RedisBudgetStore(url, timeout=timeout)
     raise ConfigurationError(

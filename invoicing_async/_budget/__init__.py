@@ -1,0 +1,1 @@
+"""The rate budget: the sans-I/O ledger, `RateBudget` and its shared stores."""
