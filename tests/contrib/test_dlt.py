@@ -296,3 +296,12 @@ def test_a_value_finer_than_its_column_fails_the_load_instead_of_rounding(
     service.account.invoices[first].exchange_rate = Decimal("1.123456789")  # 9 places > 8
     with pytest.raises(PipelineStepFailed, match=r"exchange_rate=1\.123456789 has more than 8"):
         load(pipeline, service)
+
+
+def test_the_xml_format_loads_the_same_rows(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    sent = load(pipeline, service, format="xml")
+    assert sent["fetch"] == math.ceil(INVOICES / 100)
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
