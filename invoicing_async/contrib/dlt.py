@@ -46,6 +46,7 @@ from typing import Any
 
 import attrs
 import dlt
+from dlt.common.data_types.typing import TDataType
 from dlt.common.destination.exceptions import DestinationUndefinedEntity
 from dlt.common.schema.typing import TColumnSchema, TFileFormat, TTableSchemaColumns
 from dlt.common.typing import TTableNames
@@ -77,7 +78,7 @@ logger = logging.getLogger("invoicing_async.contrib.dlt")
 DELETED_COLUMN = "_deleted"
 """True on the marker row of an invoice deleted on the service (never stored)."""
 
-_DLT_TYPES = {
+_DLT_TYPES: dict[str, TDataType] = {
     "int": "bigint",
     "bool": "bool",
     "str": "text",
@@ -98,7 +99,7 @@ def _columns(cls: type[Model]) -> TTableSchemaColumns:
     for name, kind in scalar_columns(cls).items():
         if name in _REQUEST_ONLY:
             continue
-        column: TColumnSchema = {"name": name, "data_type": _DLT_TYPES[kind], "nullable": True}  # type: ignore[typeddict-item]
+        column: TColumnSchema = {"name": name, "data_type": _DLT_TYPES[kind], "nullable": True}
         if kind == "decimal":
             column["precision"], column["scale"] = decimal_type(name)
         elif kind == "datetime":
@@ -351,6 +352,8 @@ def invoicing_source(
     requests are in flight at once; `max_delete_share` and `force_deletions` guard
     deletions as in `SyncEngine`.
     """
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
     account = _Account(
         base_url=base_url,
         auth=BasicAuth(username, password),
