@@ -305,3 +305,19 @@ def test_the_xml_format_loads_the_same_rows(
     assert sent["fetch"] == math.ceil(INVOICES / 100)
     assert current(pipeline) == on_service(service)
     assert_totals_match(pipeline, service)
+
+
+def test_revisions_come_from_the_destination_not_the_local_pipeline(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """A machine with no pipeline directory (a fresh CI runner) loading into the same
+    destination fetches nothing: the plan compares with what the destination holds."""
+    load(pipeline, service)
+    elsewhere = dlt.pipeline(
+        pipeline_name="invoicing_test",
+        pipelines_dir=str(tmp_path / "another-machine"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
+        dataset_name="invoicing",
+    )
+    assert load(elsewhere, service)["fetch"] == 0
+    assert current(elsewhere) == on_service(service)
