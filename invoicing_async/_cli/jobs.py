@@ -95,7 +95,7 @@ def _error(text: str) -> None:
 
 async def run_job_command(args: argparse.Namespace) -> int:
     """Run a PostgreSQL command; its exit code. Database errors are exit 1, never a trace."""
-    from invoicing_async._sync.postgres_connect import where_of
+    from invoicing_async._postgres.connect import where_of
     from invoicing_async.errors import InvoicingError
 
     url = args.database_url

@@ -8,6 +8,10 @@ lock on its account, so that a worker declared lost that was only cut off cannot
 its successor. Nothing is deferred into the future (procrastinate #1599: a future job
 holding a lock blocks others): an account's `due_at` says when it is due, and the
 dispatcher, a periodic task, queues it then. Jobs carry the account's name only.
+
+A worker process has one connection pool (`Jobs.pool`), shared by its runs' stores, its
+budget store and procrastinate (``App.open_async(pool=...)``), plus the one connection
+procrastinate keeps outside any pool to LISTEN for new jobs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 import invoicing_async as ia
-from invoicing_async._budget.stores import open_budget_store
+from invoicing_async._budget import postgres as budget_postgres
+from invoicing_async._budget.postgres import PostgresBudgetStore
+from invoicing_async._jobs import schema
 from invoicing_async._jobs.accounts import Account, AccountError, get_account
 from invoicing_async._jobs.status import (
     Outcome,
@@ -29,10 +35,11 @@ from invoicing_async._jobs.status import (
     record_progress,
     start_run,
 )
-from invoicing_async._sync import postgres_schema
+from invoicing_async._postgres import locks, migrations
+from invoicing_async._postgres.connect import connection_pool, where_of
+from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.postgres import PostgresStore
-from invoicing_async._sync.postgres_connect import connection_pool
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async.errors import ConfigurationError
 
@@ -50,8 +57,8 @@ logger = logging.getLogger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
-#: Advisory lock key of installing procrastinate's schema (the store's is ...129).
-_PROCRASTINATE_SCHEMA_LOCK = 7305841960130
+#: What `db migrate` applies: the store's, the budget's and our own tables.
+COMPONENTS = (store_postgres.SCHEMA, budget_postgres.SCHEMA, schema.SCHEMA)
 # An account is queued (due_at NULL) between the dispatcher's update and its defer, and
 # while its job waits or runs. One whose job is gone (a dispatcher killed in between, a
 # job deleted by hand) is due again; at worst a run more, never an account forgotten.
@@ -103,10 +110,11 @@ class Jobs:
         self.stalled_after = stalled_after
         self.retry_after = retry_after
         self.engine_concurrency = engine_concurrency
+        # The worker's one pool: runs, their budget and procrastinate borrow from it.
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
-        # One budget store (one small pool) for every run of this worker, not one a run.
-        self.budget_store = open_budget_store(database_url, timeout=5.0)
-        connector = procrastinate.PsycopgConnector(conninfo=database_url, max_size=pool_size)
+        self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
+        # Given our pool when the app opens; the URL serves only a use before that.
+        connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
         self._register(self.app)
 
@@ -126,9 +134,9 @@ class Jobs:
         self.sync_task = sync_account
 
     async def __aenter__(self) -> Jobs:
-        await self.pool.open(wait=True, timeout=10)
+        await self.pool.open()  # a wrong URL fails here, at once, with the server's reason
         try:
-            await self.app.open_async()
+            await self.app.open_async(pool=self.pool)
         except BaseException:
             await self.pool.close()
             raise
@@ -141,18 +149,20 @@ class Jobs:
 
     # -- schema ----------------------------------------------------------------------------
 
-    async def migrate(self) -> list[int]:
-        """Our migrations, then procrastinate's schema if absent; idempotent, race-safe."""
+    async def migrate(self) -> list[str]:
+        """The store's, the budget's and our migrations, then procrastinate's schema if
+        absent; idempotent, race-safe. The names of the migrations applied."""
         from procrastinate.schema import SchemaManager
 
-        applied = await postgres_schema.migrate(self.database_url)
+        async with self.pool.connection() as conn:
+            applied = await migrations.apply(conn, COMPONENTS, where_of(self.database_url))
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PROCRASTINATE_SCHEMA_LOCK,))
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
             cursor = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
             row = await cursor.fetchone()
             if row is not None and not row[0]:
                 await conn.execute(SchemaManager.get_schema())
-        return applied
+        return [f"{m.component}/{m.name}" for m in applied]
 
     # -- queueing --------------------------------------------------------------------------
 
@@ -274,7 +284,7 @@ class Jobs:
             await finish_run(conn, run_id, name, outcome)
 
     async def _locked_run(self, account: Account, run_id: int) -> Outcome:
-        key = f"invoicing-account:{account.name}"
+        key = locks.ACCOUNT_RUN.name(account.name)
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
                 "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)

@@ -23,13 +23,13 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._sync.postgres_schema import SCHEMA_VERSION
+from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
 from tests.servers import PostgresServer, free_port
 
 #: Every migration this package has, as `migrate` reports applying them to a new database.
-ALL = list(range(1, SCHEMA_VERSION + 1))
+ALL = list(range(1, SCHEMA.latest + 1))
 
 AT = dt.datetime(2014, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -153,7 +153,9 @@ def _versions(url: str) -> list[tuple[int, str]]:
     with psycopg.connect(url) as conn:
         return [
             (int(v), str(d))
-            for v, d in conn.execute("SELECT version, description FROM invoicing_schema")
+            for v, d in conn.execute(
+                "SELECT version, name FROM invoicing_migrations WHERE component = 'store'"
+            )
         ]
 
 
@@ -181,8 +183,8 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
     for _trial in range(4):
         with psycopg.connect(postgres_url) as conn:
             conn.execute(
-                "DROP TABLE IF EXISTS invoicing_schema, invoicing_invoices, invoicing_pending, "
-                "invoicing_accounts, invoicing_runs"
+                "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
+                " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
         processes = [await migrate_in_a_process(postgres_url) for _ in range(3)]
         in_process = await asyncio.gather(*(PostgresStore.migrate(postgres_url) for _ in range(6)))
@@ -191,15 +193,15 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
         children = [out.decode().strip() for out, _ in outputs]
         applied = [str(a) for a in in_process] + children
         assert sorted(applied) == [str(ALL)] + ["[]"] * 8  # one migrated, eight found it done
-        assert [v for v, _ in _versions(postgres_url)] == list(range(1, SCHEMA_VERSION + 1))
+        assert [v for v, _ in _versions(postgres_url)] == ALL
 
 
 async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> None:
     for trial in range(4):
         with psycopg.connect(postgres_url) as conn:
             conn.execute(
-                "DROP TABLE IF EXISTS invoicing_schema, invoicing_invoices, invoicing_pending, "
-                "invoicing_accounts, invoicing_runs"
+                "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
+                " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
         stores = [PostgresStore(postgres_url, account=f"a{n}") for n in range(6)]
         try:
@@ -209,13 +211,16 @@ async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> No
         finally:
             await asyncio.gather(*(s.close() for s in stores))
         assert [getattr(r, "created", r) for r in results] == [[1]] * 6
-        assert len(_versions(postgres_url)) == SCHEMA_VERSION
+        assert len(_versions(postgres_url)) == SCHEMA.latest
 
 
 async def test_a_newer_schema_is_refused_untouched(postgres_url: str) -> None:
     await PostgresStore.migrate(postgres_url)
     with psycopg.connect(postgres_url) as conn:
-        conn.execute("INSERT INTO invoicing_schema (version, description) VALUES (99, 'v99')")
+        conn.execute(
+            "INSERT INTO invoicing_migrations (component, version, name)"
+            " VALUES ('store', 99, '0099_v99')"
+        )
     store = PostgresStore(postgres_url, account="acme")
     with pytest.raises(ia.StoreError, match=r"schema version 99, newer .* upgrade invoicing-async"):
         await store.revisions()
