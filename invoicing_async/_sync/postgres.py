@@ -55,9 +55,9 @@ class PostgresStore:
     ``migrate=False`` (then a database behind this package's schema is refused: run
     `migrate` as a role that may create tables).
 
-    Documents are stored as BYTEA: the exact bytes `SQLiteStore` keeps (the document's
-    JSON), read back by the same `load_model`. JSONB would re-parse every document on
-    write, reorder keys, and refuse a ``\\u0000`` in any string, failing a whole batch.
+    Documents are stored as ``jsonb``, so that SQL can query the mirror (see the SQL
+    mirror guide). jsonb cannot hold a NUL: a document with ``\\u0000`` in a string keeps
+    its exact bytes in the ``raw`` column too, and is read back from there.
 
     Timeouts (seconds): `timeout` bounds every call on the client side, since a stopped
     or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
@@ -202,9 +202,11 @@ class PostgresStore:
     ) -> list[Invoice]:
         async def read(conn: Conn) -> list[bytes]:
             cursor = await conn.execute(
-                "SELECT document FROM invoicing_invoices WHERE account = %s"
+                "SELECT coalesce(raw, convert_to(document::text, 'UTF8'))"
+                " FROM invoicing_invoices WHERE account = %s"
                 f" AND deleted_at IS NULL AND {where} ORDER BY id LIMIT %s",
                 (self.account, *args, limit),
+                binary=True,
             )
             return [bytes(doc) for (doc,) in await cursor.fetchall()]
 
@@ -362,7 +364,8 @@ def _column(text: str | None) -> str | None:
 # created, as SQLiteStore counts it. The upsert skips a row whose stored revision is
 # newer (unless it was a tombstone): such ids do not come back from `written`, and are
 # stale. Rows are inserted in id order so that concurrent batches lock
-# overlapping rows in one order and cannot deadlock.
+# overlapping rows in one order and cannot deadlock. Documents come as bytes: the
+# migration's functions make the jsonb (and `raw` for those jsonb cannot hold).
 UPSERT_BATCH = """
 WITH input AS (
     SELECT * FROM unnest(
@@ -377,13 +380,15 @@ before AS (
 ),
 written AS (
     INSERT INTO invoicing_invoices AS cur (account, id, revision, invoice_number, state,
-                                           contact_id, document, synced_at, deleted_at)
-    SELECT %(account)s, id, revision, invoice_number, state, contact_id, document, now(), NULL
+                                           contact_id, document, raw, synced_at, deleted_at)
+    SELECT %(account)s, id, revision, invoice_number, state, contact_id,
+           invoicing_document_v1(document), invoicing_raw_v1(document), now(), NULL
     FROM input ORDER BY id
     ON CONFLICT (account, id) DO UPDATE SET
         revision = excluded.revision, invoice_number = excluded.invoice_number,
         state = excluded.state, contact_id = excluded.contact_id,
-        document = excluded.document, synced_at = excluded.synced_at, deleted_at = NULL
+        document = excluded.document, raw = excluded.raw,
+        synced_at = excluded.synced_at, deleted_at = NULL
     WHERE cur.deleted_at IS NOT NULL OR excluded.revision >= cur.revision
     RETURNING cur.id, cur.xmax = 0 AS inserted
 ),

@@ -132,18 +132,30 @@ async def test_a_cancelled_batch_is_all_or_nothing(postgres_url: str) -> None:
     print(f"{len(stored) // 100} of 30 cancelled batches had committed")
 
 
-async def test_documents_round_trip_byte_for_byte(postgres_url: str) -> None:
-    # A NUL in a string is why documents are BYTEA: JSONB refuses "\u0000".
+async def test_documents_round_trip_exactly_nul_included(postgres_url: str) -> None:
+    # jsonb refuses "\u0000": such a document keeps its bytes in `raw`, and its jsonb
+    # reads the NUL as the text \u0000; every other document is jsonb alone.
     odd = m.Invoice(id=1, revision=1, po_number="nul\x00 snow☃ \U0001f600", invoice_id="24\x001")
     near = m.Invoice(
-        id=2, revision=1, invoice_id="24\ufffd1", state="open"
-    )  # the column's stand-in
+        id=2, revision=1, invoice_id="24\ufffd1", state="open", po_number="\\u0000 \\\x00"
+    )  # the column's stand-in; a backslash before u0000, and one before a NUL
     async with PostgresStore(postgres_url, account="acme") as store:
         assert (await store.apply_batch([odd, near])).created == [1, 2]
         assert await store.get(1) == odd
+        assert await store.get(2) == near
         assert await store.get_by_invoice_number("24\x001") == odd
         assert await store.get_by_invoice_number("24\ufffd1") == near
         assert await store.by_state("open") == [near]
+        assert [i async for i in store.iter_invoices()] == [odd, near]
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT id, raw IS NOT NULL, document->>'po_number', document->>'invoice_id'"
+            " FROM invoicing_invoices ORDER BY id"
+        ).fetchall()
+    assert rows == [
+        (1, True, "nul\\u0000 snow☃ \U0001f600", "24\\u00001"),
+        (2, True, "\\u0000 \\\\u0000", "24\ufffd1"),
+    ]
 
 
 # -- schema ---------------------------------------------------------------------------------
@@ -262,10 +274,10 @@ async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> No
         ) as copy,
     ):
         for ident in range(1, rows + 1):
-            copy.write_row(("big", ident, 1_400_000_000 + ident, b"{}", AT, None))
+            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", AT, None))
         for ident in range(1, 1001):  # another account's rows and a tombstone are not read
-            copy.write_row(("other", ident, 1, b"{}", AT, None))
-        copy.write_row(("big", rows + 1, 1, b"{}", AT, AT))
+            copy.write_row(("other", ident, 1, "{}", AT, None))
+        copy.write_row(("big", rows + 1, 1, "{}", AT, AT))
     async with PostgresStore(postgres_url, account="big") as store:
         await store.get(0)  # open the pool before measuring
         tracemalloc.start()
