@@ -143,8 +143,7 @@ def describe(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     if getattr(exc, "sqlstate", None) is None and " failed: " in text:
         # 'connection failed: connection to server at "h", port 5432 failed: FATAL: ...'
-        reason = text.rsplit(" failed: ", 1)[1].removeprefix("FATAL: ")
-        return f"{reason} ({type(exc).__name__})"
+        return text.rsplit(" failed: ", 1)[1].removeprefix("FATAL: ")
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
