@@ -211,3 +211,20 @@ async def test_migrations_run_in_one_transaction(postgres_url: str) -> None:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()}
     assert "invoicing_invoices" not in tables
     assert "invoicing_migrations" not in tables
+
+
+def test_the_plumbing_imports_nothing_of_ours_but_errors() -> None:
+    """`_postgres` sits below every layer that uses PostgreSQL."""
+    for path in (PACKAGE / "_postgres").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            ours = [n for n in names if n.startswith("invoicing_async")]
+            assert all(
+                n == "invoicing_async.errors" or n.startswith("invoicing_async._postgres")
+                for n in ours
+            ), f"{path.name} imports {ours}"
