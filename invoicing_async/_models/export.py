@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._extras import install_hint
 from invoicing_async._models.base import Model
 from invoicing_async._wire.scalars import format_datetime, format_decimal
 
@@ -48,7 +49,7 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError:
-        raise ImportError("DataFrames need pandas: pip install 'invoicing-async[pandas]'") from None
+        raise ImportError(f"DataFrames need pandas; {install_hint('pandas')}") from None
     return pandas
 
 

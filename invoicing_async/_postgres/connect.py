@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from invoicing_async._extras import install_hint
 from invoicing_async.errors import ConfigurationError, StoreError
 
 if TYPE_CHECKING:
@@ -43,9 +44,7 @@ def require_psycopg(what: str = "PostgreSQL support") -> None:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError:
-        raise ConfigurationError(
-            f"{what} needs psycopg: pip install 'invoicing-async[postgres]'"
-        ) from None
+        raise ConfigurationError(f"{what} needs psycopg; {install_hint('postgres')}") from None
 
 
 def connect_kwargs(

@@ -424,7 +424,7 @@ def test_the_package_imports_without_psycopg() -> None:
         [sys.executable, "-c", NO_PSYCOPG_CHILD], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install 'invoicing-async[postgres]'" in done.stdout
+    assert "pip install -e '.[postgres]'" in done.stdout
 
 
 # -- the engine -----------------------------------------------------------------------------

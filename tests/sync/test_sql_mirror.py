@@ -1,4 +1,4 @@
-"""The queries of docs/sql-mirror.md, run as written against a PostgreSQL and a SQLite
+"""The queries of docs/guide/sql-mirror.md, run as written against a PostgreSQL and a SQLite
 store filled by syncs from the fake service, their answers checked against the service.
 """
 
@@ -22,7 +22,7 @@ from invoicing_async import models as m
 from invoicing_async.sync import PostgresStore, SQLiteStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
 
-DOC = Path(__file__).parents[2] / "docs" / "sql-mirror.md"
+DOC = Path(__file__).parents[2] / "docs" / "guide" / "sql-mirror.md"
 UNPAID = ("open", "late")
 
 
