@@ -185,11 +185,10 @@ def _expected_failure(exc: Exception, args: argparse.Namespace) -> str | None:
     from invoicing_async._secrets import redact
 
     if type(exc).__module__.startswith(("psycopg", "psycopg_pool")):
-        from invoicing_async._sync.postgres_connect import where_of
+        from invoicing_async._postgres.connect import describe, where_of
 
         where = where_of(getattr(args, "database_url", None) or "")
-        reason = (str(exc).strip().splitlines() or [""])[0]
-        return redact(f"{where}: {type(exc).__name__}: {reason}")
+        return redact(f"{where}: {describe(exc)}")
     return describe_failure(exc)
 
 

@@ -8,6 +8,10 @@ lock on its account, so that a worker declared lost that was only cut off cannot
 its successor. Nothing is deferred into the future (procrastinate #1599: a future job
 holding a lock blocks others): an account's `due_at` says when it is due, and the
 dispatcher, a periodic task, queues it then. Jobs carry the account's name only.
+
+A worker process has one connection pool (`Jobs.pool`), shared by its runs' stores, its
+budget store and procrastinate (``App.open_async(pool=...)``), plus the one connection
+procrastinate keeps outside any pool to LISTEN for new jobs.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from typing import TYPE_CHECKING
 
 import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
-from invoicing_async._budget.stores import open_budget_store
+from invoicing_async._budget import postgres as budget_postgres
+from invoicing_async._budget.postgres import PostgresBudgetStore
 from invoicing_async._extras import install_hint
+from invoicing_async._jobs import schema
 from invoicing_async._jobs.accounts import Account, get_account
 from invoicing_async._jobs.status import (
     failure_streak,
@@ -34,10 +40,11 @@ from invoicing_async._jobs.status import (
     record_progress,
     start_run,
 )
+from invoicing_async._postgres import locks, migrations
+from invoicing_async._postgres.connect import connection_pool, where_of
 from invoicing_async._secrets import SecretPolicy
-from invoicing_async._sync import postgres_schema
+from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
-from invoicing_async._sync.postgres_connect import connection_pool
 from invoicing_async._sync.report import SyncProgress
 from invoicing_async.errors import ConfigurationError
 
@@ -55,8 +62,8 @@ logger = logging.getLogger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
-#: Advisory lock key of installing procrastinate's schema (the store's is ...129).
-_PROCRASTINATE_SCHEMA_LOCK = 7305841960130
+#: What `db migrate` applies: the store's, the budget's and our own tables.
+COMPONENTS = (store_postgres.SCHEMA, budget_postgres.SCHEMA, schema.SCHEMA)
 # An account is queued (due_at NULL) between the dispatcher's update and its defer, and
 # while its job waits or runs. One whose job is gone (a dispatcher killed in between, a
 # job deleted by hand) is due again; at worst a run more, never an account forgotten.
@@ -112,10 +119,11 @@ class Jobs:
         self.observers = tuple(observers)
         #: Runs of this process that ended in error (`worker --until-idle` exits 1 if any).
         self.failed_runs = 0
+        # The worker's one pool: runs, their budget and procrastinate borrow from it.
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
-        # One budget store (one small pool) for every run of this worker, not one a run.
-        self.budget_store = open_budget_store(database_url, timeout=5.0)
-        connector = procrastinate.PsycopgConnector(conninfo=database_url, max_size=pool_size)
+        self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
+        # Given our pool when the app opens; the URL serves only a use before that.
+        connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
         self._register(self.app)
 
@@ -135,9 +143,9 @@ class Jobs:
         self.sync_task = sync_account
 
     async def __aenter__(self) -> Jobs:
-        await self.pool.open(wait=True, timeout=10)
+        await self.pool.open()  # a wrong URL fails here, at once, with the server's reason
         try:
-            await self.app.open_async()
+            await self.app.open_async(pool=self.pool)
         except BaseException:
             await self.pool.close()
             raise
@@ -150,18 +158,20 @@ class Jobs:
 
     # -- schema ----------------------------------------------------------------------------
 
-    async def migrate(self) -> list[int]:
-        """Our migrations, then procrastinate's schema if absent; idempotent, race-safe."""
+    async def migrate(self) -> list[str]:
+        """The store's, the budget's and our migrations, then procrastinate's schema if
+        absent; idempotent, race-safe. The names of the migrations applied."""
         from procrastinate.schema import SchemaManager
 
-        applied = await postgres_schema.migrate(self.database_url)
+        async with self.pool.connection() as conn:
+            applied = await migrations.apply(conn, COMPONENTS, where_of(self.database_url))
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PROCRASTINATE_SCHEMA_LOCK,))
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
             cursor = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
             row = await cursor.fetchone()
             if row is not None and not row[0]:
                 await conn.execute(SchemaManager.get_schema())
-        return applied
+        return [f"{m.component}/{m.name}" for m in applied]
 
     # -- queueing --------------------------------------------------------------------------
 
@@ -342,7 +352,7 @@ class Jobs:
     async def _account_lock(self, name: str) -> AsyncIterator[bool]:
         """The account's advisory lock for the run, held on a connection of its own;
         yields False (and holds nothing) when another run has it."""
-        key = f"invoicing-account:{name}"
+        key = locks.ACCOUNT_RUN.name(name)
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
                 "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)

@@ -11,6 +11,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -28,29 +29,11 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS invoices (
-    id INTEGER PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    invoice_number TEXT,
-    state TEXT,
-    contact_id INTEGER,
-    document BLOB NOT NULL,
-    synced_at TEXT NOT NULL,
-    deleted_at TEXT
-);
-CREATE INDEX IF NOT EXISTS invoices_number ON invoices (invoice_number);
-CREATE INDEX IF NOT EXISTS invoices_state ON invoices (state);
-CREATE INDEX IF NOT EXISTS invoices_contact ON invoices (contact_id);
-CREATE TABLE IF NOT EXISTS pending (
-    id INTEGER PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    quarantined INTEGER NOT NULL DEFAULT 0,
-    since REAL NOT NULL DEFAULT 0
-);
-"""
+#: The tables (``sql/sqlite/schema.sql``): made if missing on every open.
+#: The tables (``sql/sqlite/schema.sql``), made if missing on every open.
+_SCHEMA = (resources.files("invoicing_async._sync") / "sql" / "sqlite" / "schema.sql").read_text(
+    "utf-8"
+)
 
 
 class SQLiteStore:

@@ -215,34 +215,57 @@ async def test_enqueue_and_work_syncs_and_records_the_run(
         assert service.password not in text
 
 
-def budget_connections(url: str) -> int:
-    rows = query(
-        url,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-        ("invoicing-async budget",),
-    )
-    return int(rows[0][0])
+async def our_connections(url: str) -> list[str]:
+    """The application_name of every backend of ours on the test's database."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cursor = await conn.execute(
+            "SELECT application_name FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name LIKE 'invoicing-async%%'"
+        )
+        return [str(r[0]) for r in await cursor.fetchall()]
 
 
-async def test_the_runs_of_a_worker_share_one_budget_pool(
-    migrated: str, service: FakeInvoicingService
+async def test_a_worker_process_has_one_pool(
+    migrated: str, service: FakeInvoicingService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A pool a run (up to 4 connections each) took a worker of concurrency 8 to 32
-    budget connections; the worker's one store keeps its pool between runs."""
+    """Its runs' stores, its budget and procrastinate share one pool: there were three (the
+    store's, the budget's and procrastinate's), up to 2 x pool_size + 4 connections."""
+    from psycopg_pool import AsyncConnectionPool
+
+    pools: list[object] = []
+    made = AsyncConnectionPool.__init__
+
+    def counted(self: AsyncConnectionPool, *args: Any, **kwargs: Any) -> None:
+        pools.append(self)
+        made(self, *args, **kwargs)
+
     names = [f"acct{i}" for i in range(5)]
     for name in names:
         await add(migrated, service, name)
-    async with Jobs(migrated) as jobs:
+    monkeypatch.setattr(AsyncConnectionPool, "__init__", counted)
+    seen: list[list[str]] = []
+    async with Jobs(migrated, pool_size=10) as jobs:
+        assert jobs.app.connector.pool is jobs.pool  # type: ignore[attr-defined]
         await jobs.enqueue(names)
-        await jobs.run_worker(concurrency=5, wait=False, install_signal_handlers=False)
+        worker = asyncio.ensure_future(
+            jobs.run_worker(concurrency=5, wait=False, install_signal_handlers=False)
+        )
+        while not worker.done():
+            seen.append(await our_connections(migrated))
+            await asyncio.wait({worker}, timeout=0.05)
+        await worker
         assert all(runs(migrated, name) == ["complete"] for name in names)
-        assert 1 <= budget_connections(migrated) <= 4
+    assert pools == [jobs.pool]
+    peak = max(map(len, seen))
+    assert {name for names in seen for name in names} == {"invoicing-async"}
+    assert 1 <= peak <= 10 + 1  # the pool, and procrastinate's LISTEN connection
+    print(f"peak {peak} connections over {len(seen)} samples")
     # A backend leaves pg_stat_activity a moment after its client hangs up.
     for _ in range(200):
-        if not budget_connections(migrated):
+        if not await our_connections(migrated):
             break
         await asyncio.sleep(0.05)
-    assert budget_connections(migrated) == 0
+    assert await our_connections(migrated) == []
 
 
 async def test_the_dispatcher_queues_due_accounts_only(
