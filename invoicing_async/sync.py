@@ -5,6 +5,7 @@ from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._push.receiver import PushReceiver, follow_pushes
 from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.engine import SyncEngine
+from invoicing_async._sync.frames import store_dataframes
 from invoicing_async._sync.memory import MemoryStore
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, plan_sync
 from invoicing_async._sync.postgres import PostgresStore
@@ -41,5 +42,6 @@ __all__ = [
     "WriteOutcome",
     "follow_pushes",
     "plan_sync",
+    "store_dataframes",
     "write_outcome",
 ]

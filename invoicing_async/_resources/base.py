@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from invoicing_async._models.payloads import Format
@@ -12,7 +12,14 @@ from invoicing_async._resources import validation
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
-__all__ = ["Identified", "Resource", "id_from_location", "id_of", "segment"]
+__all__ = [
+    "Identified",
+    "Resource",
+    "id_from_location",
+    "id_of",
+    "segment",
+    "sets_attributes_only",
+]
 
 
 class Identified(Protocol):
@@ -48,6 +55,13 @@ def id_of(target: int | IdentifiedT, cls: type[IdentifiedT]) -> int:
 def segment(value: str | int) -> str:
     """One URL path segment, escaped (`2014/0096` must not become two segments)."""
     return quote(str(value), safe="")
+
+
+def sets_attributes_only(changes: Mapping[str, Any]) -> bool:
+    """Whether an update only sets values (lines named by id included), so that sending
+    it twice leaves what sending it once does: it may be retried after a 5xx. A line
+    without id would be added twice; a deleted line is gone for the repeat (a 422)."""
+    return all(line.id is not None and not line.destroy for line in changes.get("details") or ())
 
 
 def id_from_location(location: str | None) -> int:

@@ -25,7 +25,13 @@ from invoicing_async._models.payloads import (
 )
 from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
 from invoicing_async._resources import validation
-from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
+from invoicing_async._resources.base import (
+    Resource,
+    id_from_location,
+    id_of,
+    segment,
+    sets_attributes_only,
+)
 from invoicing_async._resources.decoding import decode_off_loop, iter_models
 from invoicing_async._transport.response import server_time
 from invoicing_async.errors import DecodeError
@@ -133,26 +139,40 @@ class InvoicesResource(Resource):
 
         Lines go in `details`: an `InvoiceDetail` without id adds a line, with an id
         changes it, with `destroy=True` deletes it. `None` clears an attribute. When the
-        service answers without a body, the invoice is fetched (a second request).
+        service answers without a body, the invoice is fetched (a second request). An
+        update that adds or deletes no line is retried after a 5xx, as a GET is; one that
+        does is never sent twice once the service may have acted.
         """
         path = self._path(invoice)
         self._check(validation.check_invoice_changes(changes), "PUT", path, sending=changes)
         body = dump_changes(Invoice, changes, self._fmt)
-        response = await self._transport.request("PUT", path, body=body)
+        idempotent = sets_attributes_only(changes)
+        response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
         return await self._invoice_or_refetch(response.body, invoice)
 
     async def send_invoice(
-        self, invoice: int | Invoice, *, email: str, invoice_email: str, send_method: str
+        self,
+        invoice: int | Invoice,
+        *,
+        send_method: str,
+        email: str | None = None,
+        invoice_email: str | None = None,
     ) -> Invoice:
         """Send the invoice (draft -> open): PUT /invoices/:id/send_invoice.xml.
 
-        `send_method` is `email`, `hand` or `post`. The invoice number and date are
-        assigned now when they were not set.
+        `send_method` is `email`, `hand` or `post`. Without `email` and `invoice_email`
+        the service takes the contact's address and the profile's text. The invoice
+        number and date are assigned now when they were not set.
         """
         return await self._send("send_invoice", invoice, email, invoice_email, send_method)
 
     async def send_reminder(
-        self, invoice: int | Invoice, *, email: str, invoice_email: str, send_method: str
+        self,
+        invoice: int | Invoice,
+        *,
+        send_method: str,
+        email: str | None = None,
+        invoice_email: str | None = None,
     ) -> Invoice:
         """Send a payment reminder: PUT /invoices/:id/send_reminder.xml (payload as send)."""
         return await self._send("send_reminder", invoice, email, invoice_email, send_method)
@@ -161,12 +181,12 @@ class InvoicesResource(Resource):
         self,
         action: str,
         invoice: int | Invoice,
-        email: str,
-        invoice_email: str,
+        email: str | None,
+        invoice_email: str | None,
         send_method: str,
     ) -> Invoice:
         path = self._path(invoice, action)
-        self._check(validation.check_send(email, invoice_email, send_method), "PUT", path)
+        self._check(validation.check_send(send_method), "PUT", path)
         body = dump_send(email, invoice_email, send_method, self._fmt)
         response = await self._transport.request("PUT", path, body=body)
         return await self._invoice_or_refetch(response.body, invoice)

@@ -9,7 +9,13 @@ from typing import Any
 from invoicing_async._models.documents import load_list, load_model
 from invoicing_async._models.payloads import dump_changes, dump_model
 from invoicing_async._resources import validation
-from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
+from invoicing_async._resources.base import (
+    Resource,
+    id_from_location,
+    id_of,
+    segment,
+    sets_attributes_only,
+)
 from invoicing_async._resources.decoding import decode_off_loop, iter_models
 from invoicing_async.models import RecurringTemplate
 
@@ -64,7 +70,8 @@ class RecurringTemplatesResource(Resource):
         errors = validation.check_template_changes(changes, today=self._today())
         self._check(errors, "PUT", path, sending=changes)
         body = dump_changes(RecurringTemplate, changes, self._fmt)
-        response = await self._transport.request("PUT", path, body=body)
+        idempotent = sets_attributes_only(changes)
+        response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
         if response.body.strip():
             return load_model(response.body, self._fmt, RecurringTemplate)
         return await self.get(template)

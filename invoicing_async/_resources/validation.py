@@ -96,21 +96,18 @@ def check_invoice_changes(changes: Mapping[str, Any]) -> list[FieldError]:
     return errors
 
 
-def check_send(email: str, invoice_email: str, send_method: str) -> list[FieldError]:
-    """Payload of spec 2.5: all three required, send_method one of email/hand/post."""
-    errors: list[FieldError] = []
-    if _blank(email):
-        errors.append(FieldError("email", BLANK))
-    if _blank(invoice_email):
-        errors.append(FieldError("invoice_email", BLANK))
+def check_send(send_method: str) -> list[FieldError]:
+    """Payload of spec 2.5: send_method one of email/hand/post. `email` and
+    `invoice_email` may be left out: the service then took the contact's address and the
+    profile's text (field notes), whatever the specification says."""
     if send_method not in SEND_METHODS:
-        errors.append(
+        return [
             FieldError(
                 "send_method",
                 f"is not included in the list ({', '.join(sorted(SEND_METHODS))}): {send_method!r}",
             )
-        )
-    return errors
+        ]
+    return []
 
 
 def check_payment(payment: InvoicePayment) -> list[FieldError]:
@@ -132,10 +129,9 @@ def _start_date_errors(start_date: dt.date | None, today: dt.date) -> list[Field
 
 
 def _frequency_errors(frequency: Any, frequency_type: Any, *, creating: bool) -> list[FieldError]:
+    # No frequency is no error: the service took such templates (field notes; 1 then).
     errors: list[FieldError] = []
-    if creating and frequency is None:
-        errors.append(FieldError("frequency", BLANK))
-    elif frequency is not None and frequency < 1:
+    if frequency is not None and frequency < 1:
         errors.append(FieldError("frequency", "must be greater than 0"))
     if creating and frequency_type is None:
         errors.append(FieldError("frequency_type", BLANK))

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -35,29 +36,10 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS invoices (
-    id INTEGER PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    invoice_number TEXT,
-    state TEXT,
-    contact_id INTEGER,
-    document BLOB NOT NULL,
-    synced_at TEXT NOT NULL,
-    deleted_at TEXT
-);
-CREATE INDEX IF NOT EXISTS invoices_number ON invoices (invoice_number);
-CREATE INDEX IF NOT EXISTS invoices_state ON invoices (state);
-CREATE INDEX IF NOT EXISTS invoices_contact ON invoices (contact_id);
-CREATE TABLE IF NOT EXISTS pending (
-    id INTEGER PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    quarantined INTEGER NOT NULL DEFAULT 0,
-    since REAL NOT NULL DEFAULT 0
-);
-"""
+#: The tables (``sql/sqlite/schema.sql``): made if missing on every open.
+_SCHEMA = (resources.files("invoicing_async._sync") / "sql" / "sqlite" / "schema.sql").read_text(
+    "utf-8"
+)
 
 
 # SQLite's calls wait on locks (up to `busy_timeout`) and on the disk: in threads of
@@ -254,7 +236,21 @@ class SQLiteStore:
         return await self._select("contact_id = ?", (contact_id,))
 
     async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
-        """Every live invoice, by id, read `page` rows at a time (bounded memory)."""
+        """Every live invoice, by id, read `page` rows at a time (bounded memory); a row
+        that cannot be read is skipped with a warning (`read_stored`)."""
+        async for rows in self._pages(page):
+            for invoice in read_stored(rows):
+                yield invoice
+
+    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
+        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows at a
+        time: for readers that need no model (`store_dataframes`)."""
+        async for rows in self._pages(page):
+            for _, document in rows:
+                yield bytes(document)
+
+    async def _pages(self, page: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """The live rows (id, document), by id, `page` at a time."""
         after = -(2**63)
         while True:
 
@@ -266,13 +262,11 @@ class SQLiteStore:
                 ).fetchall()
 
             rows = await self._run(read)
-            if not rows:
-                return
-            for invoice in read_stored(rows):
-                yield invoice
-            after = rows[-1][0]
+            if rows:
+                yield rows
             if len(rows) < page:
                 return
+            after = rows[-1][0]
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from decimal import Decimal, InvalidOperation
 
@@ -116,10 +117,15 @@ def parse_bool(text: str) -> bool:
 
 
 def parse_date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise DecodeError(f"not a date (YYYY-MM-DD): {text[:40]!r}") from None
+    """ISO date; a full timestamp (`2014-07-31T12:00:00+02:00`) gives the date as written,
+    as Rails casts it (clients of the service sent every date that way)."""
+    text = text.strip()
+    with contextlib.suppress(ValueError):
+        return dt.date.fromisoformat(text)
+    if len(text) > 10 and text[10] in "Tt":
+        with contextlib.suppress(DecodeError):
+            return parse_datetime(text).date()
+    raise DecodeError(f"not a date (YYYY-MM-DD): {text[:40]!r}")
 
 
 def parse_datetime(text: str) -> dt.datetime:

@@ -23,14 +23,14 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._sync.postgres_schema import SCHEMA_VERSION
+from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
 from tests.servers import PostgresServer, free_port
 from tests.sync.documents import documents_of
 
 #: Every migration this package has, as `migrate` reports applying them to a new database.
-ALL = list(range(1, SCHEMA_VERSION + 1))
+ALL = list(range(1, SCHEMA.latest + 1))
 
 AT = dt.datetime(2014, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -149,18 +149,30 @@ async def test_a_cancelled_batch_is_all_or_nothing(postgres_url: str) -> None:
     print(f"{len(stored) // 100} of 30 cancelled batches had committed")
 
 
-async def test_documents_round_trip_byte_for_byte(postgres_url: str) -> None:
-    # A NUL in a string is why documents are BYTEA: JSONB refuses "\u0000".
+async def test_documents_round_trip_exactly_nul_included(postgres_url: str) -> None:
+    # jsonb refuses "\u0000": such a document keeps its bytes in `raw`, and its jsonb
+    # reads the NUL as the text \u0000; every other document is jsonb alone.
     odd = m.Invoice(id=1, revision=1, po_number="nul\x00 snow☃ \U0001f600", invoice_id="24\x001")
     near = m.Invoice(
-        id=2, revision=1, invoice_id="24\ufffd1", state="open"
-    )  # the column's stand-in
+        id=2, revision=1, invoice_id="24\ufffd1", state="open", po_number="\\u0000 \\\x00"
+    )  # the column's stand-in; a backslash before u0000, and one before a NUL
     async with PostgresStore(postgres_url, account="acme") as store:
         assert (await store.apply_documents(documents_of([odd, near]))).created == [1, 2]
         assert await store.get(1) == odd
+        assert await store.get(2) == near
         assert await store.get_by_invoice_number("24\x001") == odd
         assert await store.get_by_invoice_number("24\ufffd1") == near
         assert await store.by_state("open") == [near]
+        assert [i async for i in store.iter_invoices()] == [odd, near]
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT id, raw IS NOT NULL, document->>'po_number', document->>'invoice_id'"
+            " FROM invoicing_invoices ORDER BY id"
+        ).fetchall()
+    assert rows == [
+        (1, True, "nul\\u0000 snow☃ \U0001f600", "24\\u00001"),
+        (2, True, "\\u0000 \\\\u0000", "24\ufffd1"),
+    ]
 
 
 # -- schema ---------------------------------------------------------------------------------
@@ -170,7 +182,9 @@ def _versions(url: str) -> list[tuple[int, str]]:
     with psycopg.connect(url) as conn:
         return [
             (int(v), str(d))
-            for v, d in conn.execute("SELECT version, description FROM invoicing_schema")
+            for v, d in conn.execute(
+                "SELECT version, name FROM invoicing_migrations WHERE component = 'store'"
+            )
         ]
 
 
@@ -198,8 +212,8 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
     for _trial in range(4):
         with psycopg.connect(postgres_url) as conn:
             conn.execute(
-                "DROP TABLE IF EXISTS invoicing_schema, invoicing_invoices, invoicing_pending, "
-                "invoicing_accounts, invoicing_runs"
+                "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
+                " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
         processes = [await migrate_in_a_process(postgres_url) for _ in range(3)]
         in_process = await asyncio.gather(*(PostgresStore.migrate(postgres_url) for _ in range(6)))
@@ -208,15 +222,15 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
         children = [out.decode().strip() for out, _ in outputs]
         applied = [str(a) for a in in_process] + children
         assert sorted(applied) == [str(ALL)] + ["[]"] * 8  # one migrated, eight found it done
-        assert [v for v, _ in _versions(postgres_url)] == list(range(1, SCHEMA_VERSION + 1))
+        assert [v for v, _ in _versions(postgres_url)] == ALL
 
 
 async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> None:
     for trial in range(4):
         with psycopg.connect(postgres_url) as conn:
             conn.execute(
-                "DROP TABLE IF EXISTS invoicing_schema, invoicing_invoices, invoicing_pending, "
-                "invoicing_accounts, invoicing_runs"
+                "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
+                " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
         stores = [PostgresStore(postgres_url, account=f"a{n}") for n in range(6)]
         try:
@@ -227,13 +241,16 @@ async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> No
         finally:
             await asyncio.gather(*(s.close() for s in stores))
         assert [getattr(r, "created", r) for r in results] == [[1]] * 6
-        assert len(_versions(postgres_url)) == SCHEMA_VERSION
+        assert len(_versions(postgres_url)) == SCHEMA.latest
 
 
 async def test_a_newer_schema_is_refused_untouched(postgres_url: str) -> None:
     await PostgresStore.migrate(postgres_url)
     with psycopg.connect(postgres_url) as conn:
-        conn.execute("INSERT INTO invoicing_schema (version, description) VALUES (99, 'v99')")
+        conn.execute(
+            "INSERT INTO invoicing_migrations (component, version, name)"
+            " VALUES ('store', 99, '0099_v99')"
+        )
     store = PostgresStore(postgres_url, account="acme")
     with pytest.raises(ia.StoreError, match=r"schema version 99, newer .* upgrade invoicing-async"):
         await store.revisions()
@@ -275,10 +292,10 @@ async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> No
         ) as copy,
     ):
         for ident in range(1, rows + 1):
-            copy.write_row(("big", ident, 1_400_000_000 + ident, b"{}", AT, None))
+            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", AT, None))
         for ident in range(1, 1001):  # another account's rows and a tombstone are not read
-            copy.write_row(("other", ident, 1, b"{}", AT, None))
-        copy.write_row(("big", rows + 1, 1, b"{}", AT, AT))
+            copy.write_row(("other", ident, 1, "{}", AT, None))
+        copy.write_row(("big", rows + 1, 1, "{}", AT, AT))
     async with PostgresStore(postgres_url, account="big") as store:
         await store.get(0)  # open the pool before measuring
         tracemalloc.start()
@@ -431,7 +448,7 @@ def test_the_package_imports_without_psycopg() -> None:
         [sys.executable, "-c", NO_PSYCOPG_CHILD], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install 'invoicing-async[postgres]'" in done.stdout
+    assert "pip install -e '.[postgres]'" in done.stdout
 
 
 # -- the engine -----------------------------------------------------------------------------
