@@ -31,7 +31,8 @@ MAX_DEPTH = 100
 def is_ascii_integer(text: str) -> bool:
     """ASCII digits with an optional sign, as the service writes integers (`int()` would
     also take "６０", "١٢٣" and "1_000")."""
-    return text.isascii() and text.lstrip("+-").isdigit() and text[1:2] not in "+-"
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return text.isascii() and digits.isdigit()
 
 
 def _ascii_number(text: str) -> bool:
