@@ -38,7 +38,7 @@ from invoicing_async.errors import (
 
 T = TypeVar("T")
 
-__all__ = ["BudgetSnapshot", "Permit", "RateBudget"]
+__all__ = ["BudgetHooks", "BudgetSnapshot", "Permit", "RateBudget"]
 
 logger = logging.getLogger("invoicing_async.budget")
 
@@ -117,7 +117,7 @@ class RateBudget:
         self.period = period
         self.reserve = reserve
         self.key = key
-        self.shared_url = shared
+        self._shared_url = shared
         # A store passed in is its owner's (one pool under many budgets): `close` leaves it.
         self._owns_store = store is None
         if store is None:
@@ -138,7 +138,7 @@ class RateBudget:
 
     def __repr__(self) -> str:
         s = self.snapshot()
-        where = f", shared={_redact(self.shared_url)!r}" if self.shared_url else ""
+        where = f", shared={_redact(self._shared_url)!r}" if self._shared_url else ""
         return (
             f"RateBudget(limit={self.limit}, period={self.period}{where}, "
             f"remaining={s.remaining}, server_remaining={s.server_remaining})"
@@ -148,7 +148,7 @@ class RateBudget:
     def shared(self) -> bool:
         return self._store.shared
 
-    def bind(self, host: str) -> None:
+    def _bind(self, host: str) -> None:
         """Name the budget after the client's host unless `key` was given.
 
         A shared budget without a key serves one host: a second host would spend the
@@ -168,7 +168,7 @@ class RateBudget:
 
     # -- taking and settling -----------------------------------------------------------
 
-    async def acquire(
+    async def _acquire(
         self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
     ) -> Permit:
         """Wait for a unit and take it.
@@ -231,28 +231,28 @@ class RateBudget:
             retry_after=wait,
         )
 
-    async def settle(self, permit: Permit, *, sent: bool = True) -> None:
+    async def _settle(self, permit: Permit, *, sent: bool = True) -> None:
         """The request got no response. `sent=False`: it never left, the unit comes back."""
-        await self._settle(permit, sent=sent, remaining=None)
+        await self._update(permit, sent=sent, remaining=None)
 
-    async def observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+    async def _observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
         """The response to `permit`'s request arrived with these rate headers."""
         if limit is not None:
             self._server_limit = limit
         if remaining is not None:
             self._server_remaining = max(0, remaining)
-        await self._settle(permit, sent=True, remaining=remaining)
+        await self._update(permit, sent=True, remaining=remaining)
 
-    async def exhausted(self, permit: Permit) -> float:
+    async def _exhausted(self, permit: Permit) -> float:
         """The server refused `permit`'s request for the budget; returns the estimated wait.
 
         Every user of this budget (every process, when shared) stops until then.
         """
         self._server_remaining = 0
-        await self._settle(permit, sent=True, remaining=0)
-        return self.estimate_wait()
+        await self._update(permit, sent=True, remaining=0)
+        return self.time_for(1)
 
-    async def _settle(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
+    async def _update(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
         # The request is over: a store that fails now must not lose its response. The
         # unit then comes back `period + hold` after it was taken, which is still safe.
         try:
@@ -275,7 +275,7 @@ class RateBudget:
         """Run a store operation; a shared store that fails or stalls fails closed."""
         if not self.shared:
             return await operation
-        where = _redact(self.shared_url)
+        where = _redact(self._shared_url)
         try:
             return await asyncio.wait_for(operation, self._store_timeout)
         except asyncio.TimeoutError:
@@ -314,10 +314,6 @@ class RateBudget:
         returns = tuple(r - elapsed for r in self._view.returns_in if r > elapsed)
         return LedgerView(self.limit, len(returns), self._view.phantoms, returns)
 
-    def estimate_wait(self, requests: int = 1) -> float:
-        """Seconds until `requests` more could go out, at full speed."""
-        return self.time_for(requests)
-
     def available_now(self, *, background: bool = False) -> int:
         """How many requests could go out now without waiting."""
         free = self._current().free - (self.reserve if background else 0)
@@ -355,6 +351,42 @@ class RateBudget:
         """Close a shared store's connections (not those of a `store` passed in)."""
         if self._owns_store:
             await self._store.close()
+
+
+class BudgetHooks:
+    """The transport's side of a budget: a unit taken before each request, settled after.
+
+    Not part of `RateBudget`'s public surface: users read a budget, the transport spends it.
+    """
+
+    __slots__ = ("budget",)
+
+    def __init__(self, budget: RateBudget) -> None:
+        self.budget = budget
+
+    def bind(self, host: str) -> None:
+        """Name the budget after the client's host unless it has a `key`."""
+        self.budget._bind(host)  # noqa: SLF001 - the budget's transport side
+
+    async def acquire(
+        self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
+    ) -> Permit:
+        """Wait for a unit and take it (`RateLimitExceeded` past `max_wait`)."""
+        return await self.budget._acquire(  # noqa: SLF001
+            max_wait=max_wait, background=background, hold=hold
+        )
+
+    async def settle(self, permit: Permit, *, sent: bool = True) -> None:
+        """The request got no response; `sent=False`: it never left."""
+        await self.budget._settle(permit, sent=sent)  # noqa: SLF001
+
+    async def observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+        """The response arrived with these rate headers."""
+        await self.budget._observe(permit, limit=limit, remaining=remaining)  # noqa: SLF001
+
+    async def exhausted(self, permit: Permit) -> float:
+        """The server refused the request for the budget; returns the estimated wait."""
+        return await self.budget._exhausted(permit)  # noqa: SLF001
 
 
 def _left(deadline: float | None) -> float | None:

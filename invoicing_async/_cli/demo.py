@@ -94,7 +94,7 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
             fresh = await client.invoices.get(created)
             print(f"  the same as the service's copy: {stored == fresh} (1 request)")
             print(
-                f"  {len(late)} late invoices; budget now {client.budget_snapshot().remaining} "
+                f"  {len(late)} late invoices; budget now {client.budget.snapshot().remaining} "
                 "requests left this hour"
             )
             expected = 1 + batches_for(invoices)
