@@ -127,6 +127,8 @@ class RateBudget:
                 else open_budget_store(shared, timeout=store_timeout)
             )
         self._store = store
+        # In this process: taken and settled without awaiting, and read without a view.
+        self._local = store if isinstance(store, MemoryBudgetStore) else None
         self._store_timeout = store_timeout
         self._bound_host: str | None = None
         self._pacer = None if pace is None else AsyncLimiter(1, 1.0 / pace)
@@ -206,14 +208,17 @@ class RateBudget:
         self, hold: float, keep: int, deadline: float | None, max_wait: float | None
     ) -> Permit | float:
         """One try: the permit, or the seconds to sleep before the next try."""
-        try:
-            result, view = await self._call(
-                self._store.take(self._key(), self, hold=hold, keep=keep)
-            )
-        except BudgetUnavailableError as exc:
-            # Fail closed: a request whose unit cannot be taken does not go out.
-            raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
-        self._remember(view)
+        if self._local is not None:
+            result = self._local.take_now(self._key(), self, hold=hold, keep=keep)
+        else:
+            try:
+                result, view = await self._call(
+                    self._store.take(self._key(), self, hold=hold, keep=keep)
+                )
+            except BudgetUnavailableError as exc:
+                # Fail closed: a request whose unit cannot be taken does not go out.
+                raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+            self._remember(view)
         if isinstance(result, Grant):
             return Permit(result.unit, result.taken_at)
         wait = result.wait + _WAKE_MARGIN
@@ -253,6 +258,11 @@ class RateBudget:
         return self.time_for(1)
 
     async def _update(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
+        if self._local is not None:
+            self._local.settle_now(
+                self._key(), self, permit.unit, permit.taken_at, sent=sent, remaining=remaining
+            )
+            return
         # The request is over: a store that fails now must not lose its response. The
         # unit then comes back `period + hold` after it was taken, which is still safe.
         try:
@@ -305,9 +315,8 @@ class RateBudget:
     # -- estimates (no I/O: from the last view of a shared store) ----------------------
 
     def _current(self) -> LedgerView:
-        store = self._store
-        if isinstance(store, MemoryBudgetStore):
-            return store.view_now(self._key(), self)
+        if self._local is not None:
+            return self._local.view_now(self._key(), self)
         if self._view is None:
             return LedgerView(self.limit, 0, 0, ())
         elapsed = self._local_now() - self._view_at

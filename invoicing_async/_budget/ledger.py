@@ -24,7 +24,7 @@ writes it back in a transaction; PostgreSQL and Redis run the same rule server-s
 from __future__ import annotations
 
 import heapq
-import uuid
+import os
 from collections.abc import Iterator, Sequence
 from typing import overload
 
@@ -44,7 +44,7 @@ __all__ = [
 
 def new_unit_id(phantom: bool = False) -> str:
     """A unit's id; phantom ids start with "p" (the native backends rely on this)."""
-    return ("p" if phantom else "r") + uuid.uuid4().hex[:16]
+    return ("p" if phantom else "r") + os.urandom(8).hex()
 
 
 @attrs.define

@@ -352,9 +352,12 @@ class HTTPTransport:
         attempt: int,
         error: type[Exception] | None,
     ) -> None:
+        debug = logger.isEnabledFor(logging.DEBUG)
+        if not debug and self.on_request is None:
+            return
         remaining = self.budget.snapshot().remaining
         failure = None if error is None else error.__name__
-        if logger.isEnabledFor(logging.DEBUG):
+        if debug:
             logger.debug(
                 "%s %s -> %s in %.1f ms (attempt %d, budget left %d)",
                 method,
