@@ -24,6 +24,7 @@ writes it back in a transaction; PostgreSQL and Redis run the same rule server-s
 from __future__ import annotations
 
 import heapq
+import math
 import os
 from collections.abc import Iterator, Sequence
 from typing import overload
@@ -261,12 +262,14 @@ class MemoryLedger:
 
     def heed_server(self, now: float, unit_id: str, taken_at: float, remaining: int) -> None:
         """Fit the free units to the server's word on the request taken at `taken_at`."""
-        # Requests taken after that one (or at the same instant) may not have been counted
-        # in `remaining` yet: assume they were not.
+        # Requests taken after that one may not have been counted in `remaining` yet:
+        # assume they were not. Those taken at the same instant count as before it: under a
+        # coarse clock a burst shares one timestamp, and counting it as "after" would hold
+        # back half the hour.
         taken = self._real_by_taken
-        after = len(taken) - taken.bisect_left((taken_at, ""))
+        after = len(taken) - taken.bisect_left((math.nextafter(taken_at, math.inf), ""))
         unit = self.units.get(unit_id)
-        if unit is not None and not unit.phantom and unit.taken_at >= taken_at:
+        if unit is not None and not unit.phantom and unit.taken_at > taken_at:
             after -= 1
         allowed = remaining - after
         free = self.limit - len(self.units)

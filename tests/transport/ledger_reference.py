@@ -64,12 +64,12 @@ class ReferenceLedger:
 
     def heed_server(self, now: float, unit_id: str, taken_at: float, remaining: int) -> None:
         """Fit the free units to the server's word on the request taken at `taken_at`."""
-        # Requests taken after that one (or at the same instant) may not have been counted
-        # in `remaining` yet: assume they were not.
+        # Requests taken after that one may not have been counted in `remaining` yet:
+        # assume they were not (those taken at the same instant count as before it).
         after = sum(
             1
             for u in self.units.values()
-            if not u.phantom and u.taken_at >= taken_at and u.id != unit_id
+            if not u.phantom and u.taken_at > taken_at and u.id != unit_id
         )
         allowed = remaining - after
         free = self.limit - len(self.units)

@@ -14,6 +14,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async._budget.budget import BudgetHooks, Permit, RateBudget
 from invoicing_async._budget.stores import MemoryBudgetStore
+from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from tests.scripted import ScriptedServer, scripted_client
 
 HOUR = 3600.0
@@ -249,3 +250,31 @@ def test_a_client_as_fast_as_it_can_stays_within_the_hourly_limit() -> None:
         assert len(inside) >= 0.98 * 3 * 350
 
     virtual_time(scenario)()
+
+
+@pytest.mark.parametrize("rule", ["fixed", "sliding"])
+def test_a_burst_on_one_timestamp_uses_the_whole_hour(rule: WindowRule) -> None:
+    """Under a coarse clock every request of a burst has the same take time: those count as
+    counted before the one settled, or the server's remaining would hold half the hour."""
+
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+        window = RequestWindow(loop.time, limit=350, period=HOUR, rule=rule)
+        hooks = BudgetHooks(RateBudget(limit=350, period=HOUR))
+        start = loop.time()
+        sent = 0
+        while True:
+            permit = await hooks.acquire(max_wait=None)
+            if loop.time() - start >= 3 * HOUR:
+                return sent
+            if window.take():  # answered at once: no time passes within a burst
+                sent += 1
+                await hooks.observe(permit, limit=350, remaining=window.remaining)
+            else:
+                await hooks.exhausted(permit)
+
+    loop = looptime.new_event_loop()
+    try:
+        assert loop.run_until_complete(scenario()) == 3 * 350
+    finally:
+        loop.close()
