@@ -1,9 +1,9 @@
 """A budget shared by processes on many machines through Redis.
 
-The ledger's rule runs in two Lua scripts (``lua/``, package data), so taking a unit is one round trip, atomic
-by Redis's design and timed by the server's `TIME`. A key's units live in two sorted
-sets (by return time, and by take time for our own requests) under one hash tag, with an
-expiry so an idle budget leaves nothing behind.
+The ledger's rule runs in two Lua scripts (``lua/``, package data), so taking a unit is
+one round trip, atomic by Redis's design and timed by the server's `TIME`. A key's units
+live in two sorted sets (by return time, and by take time for our own requests) under one
+hash tag, with an expiry so an idle budget leaves nothing behind.
 """
 
 from __future__ import annotations
