@@ -18,7 +18,6 @@ from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 __all__ = ["RedisBudgetStore"]
 
 
-
 def _script(name: str) -> str:
     """A budget script (``lua/<name>.lua``) behind the shared head (``lua/common.lua``)."""
     folder = resources.files("invoicing_async._budget") / "lua"

@@ -21,6 +21,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async._budget.budget import BudgetHooks, Permit
+from invoicing_async._budget.sqlite import SQLiteBudgetStore
 from invoicing_async._budget.stores import MemoryBudgetStore
 
 HOUR = 3600.0
@@ -257,3 +258,55 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def test_a_process_whose_clock_runs_ahead_lets_no_unit_back_early(tmp_path: Path) -> None:
+    """Two processes on one SQLite file, the second one's clock 2 s ahead: within the
+    4 s window of the first one's units, it must not take more than the limit."""
+    true_time = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    slow = SQLiteBudgetStore(url, clock=lambda: true_time[0])
+    fast = SQLiteBudgetStore(url, clock=lambda: true_time[0] + 2.0)
+    first = ia.RateBudget(40, 4.0, key="acme", store=slow)
+    second = ia.RateBudget(40, 4.0, key="acme", store=fast)
+    for _ in range(40):
+        await spend(first)
+    true_time[0] += 2.5  # the second one's clock says 4.5 s: past the first units' return
+    granted = 0
+    for _ in range(40):
+        try:
+            await spend(second)
+            granted += 1
+        except ia.RateLimitExceeded:
+            pass
+    assert granted == 0
+    true_time[0] += 2.0  # 4.5 s on the first one's clock: their units came back
+    await spend(first)
+    await spend(second)  # and the file's time, which the first one moved, says so to all
+    await slow.close()
+    await fast.close()
+
+
+async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
+    tmp_path: Path,
+) -> None:
+    """Budget callers stuck behind a held lock must not delay unrelated `to_thread` work."""
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    budget = ia.RateBudget(shared=url, key="acme", store_timeout=2.0)
+    await spend(budget)
+    holder = sqlite3.connect(tmp_path / "budget.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        stuck = [
+            asyncio.ensure_future(BudgetHooks(budget).acquire(max_wait=None)) for _ in range(40)
+        ]
+        await asyncio.sleep(0.1)  # the takers are waiting on the file's lock
+        started = time.monotonic()
+        await asyncio.to_thread(lambda: None)
+        assert time.monotonic() - started < 0.5
+        results = await asyncio.gather(*stuck, return_exceptions=True)
+        assert all(isinstance(r, ia.BudgetUnavailableError) for r in results)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await budget.close()
