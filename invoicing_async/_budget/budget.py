@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 from aiolimiter import AsyncLimiter
@@ -137,6 +137,8 @@ class RateBudget:
         self._server_limit: int | None = None
         self._server_remaining: int | None = None
         self._lines: dict[int, asyncio.Lock] = {}  # callers waiting, by reserve kept
+        # Store calls given up on, still cancelling: kept referenced until they end.
+        self._abandoned: set[asyncio.Future[Any]] = set()
 
     def __repr__(self) -> str:
         s = self.snapshot()
@@ -286,13 +288,24 @@ class RateBudget:
         if not self.shared:
             return await operation
         where = _redact(self._shared_url)
+        task = asyncio.ensure_future(operation)
         try:
-            return await asyncio.wait_for(operation, self._store_timeout)
-        except asyncio.TimeoutError:
+            done, _ = await asyncio.wait({task}, timeout=self._store_timeout)
+        except BaseException:  # the caller was cancelled: so is the operation
+            task.cancel()
+            raise
+        if not done:
+            # Cancelled without waiting: a client library may await its server to cancel
+            # the query (psycopg does), which a frozen server never answers.
+            task.cancel()
+            self._abandoned.add(task)
+            task.add_done_callback(_forget_abandoned(self._abandoned))
             raise BudgetUnavailableError(
                 f"shared budget {where} did not answer within {self._store_timeout:g}s "
                 "(check that the server is up and reachable)"
-            ) from None
+            )
+        try:
+            return task.result()
         except BudgetUnavailableError as exc:
             raise BudgetUnavailableError(f"shared budget {where}: {exc}") from exc
         except InvoicingError:
@@ -396,6 +409,17 @@ class BudgetHooks:
     async def exhausted(self, permit: Permit) -> float:
         """The server refused the request for the budget; returns the estimated wait."""
         return await self.budget._exhausted(permit)  # noqa: SLF001
+
+
+def _forget_abandoned(
+    abandoned: set[asyncio.Future[Any]],
+) -> Callable[[asyncio.Future[Any]], None]:
+    def forget(task: asyncio.Future[Any]) -> None:
+        abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: its failure was reported when it was abandoned
+
+    return forget
 
 
 def _left(deadline: float | None) -> float | None:

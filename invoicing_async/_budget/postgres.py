@@ -78,6 +78,10 @@ class PostgresBudgetStore:
                     raise BudgetUnavailableError(
                         f"PostgreSQL unreachable: {type(exc).__name__}: {exc}"
                     ) from exc
+                except BaseException:
+                    # Given up on (the budget's store_timeout): its workers stop too.
+                    await pool.close(timeout=1.0)
+                    raise
                 self._pool = pool
             return self._pool
 

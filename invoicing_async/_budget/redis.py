@@ -29,16 +29,23 @@ class RedisBudgetStore:
 
     shared = True
 
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 5.0, max_connections: int = 8) -> None:
         try:
             import redis.asyncio as aioredis
         except ImportError:
             raise ConfigurationError(
                 "a redis:// shared budget needs redis-py: pip install 'invoicing-async[redis]'"
             ) from None
-        self._redis: Any = aioredis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
+        # A burst of callers waits its turn for one of a few connections (within the
+        # budget's store_timeout) instead of opening one each or failing past a cap.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
         )
+        self._redis: Any = aioredis.Redis.from_pool(pool)
         self._take = self._redis.register_script(_script("take"))
         self._settle = self._redis.register_script(_script("settle"))
 
