@@ -129,7 +129,7 @@ async def _all(rounds: int) -> list[Result]:
                 ours, raw = await _case(server, fmt, held, limit, rounds)
                 results.append(
                     Result(
-                        name=f"per-call CPU, invoices.get, {fmt.upper()}, {held:,} units held "
+                        name=f"percall, invoices.get, {fmt.upper()}, {held:,} units held "
                         f"(limit {limit:,}/h)",
                         ours=round(ours, 1),
                         baseline=round(raw, 1),
