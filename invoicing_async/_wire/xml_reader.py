@@ -56,7 +56,10 @@ class XmlReader:
     Otherwise `close()` leaves the whole document in `value`. `root` is the root name.
     Every failure is a `DecodeError`; the reader is then unusable. With `judge_members`,
     a member holding a value that cannot be decoded (a bad `type="datetime"`) is handed on
-    as a `BadMember` instead, and reading goes on: its neighbours are not its fault.
+    as a `BadMember` instead, and reading goes on: its neighbours are not its fault. So
+    is a member nested deeper than `MAX_DEPTH`: the field holding the deep part is
+    skipped (counted, never built) and stands as its failure. Unjudged, such a member
+    refuses the document, as the JSON list route refuses it.
     """
 
     def __init__(

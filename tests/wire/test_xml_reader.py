@@ -200,7 +200,7 @@ def test_a_judged_member_nested_too_deep_is_a_bad_member_of_its_own() -> None:
     deep = b"<a>" * MAX_DEPTH + b"</a>" * MAX_DEPTH
     body = (
         b'<invoices type="array"><invoice><id type="integer">1</id></invoice>'
-        b"<invoice><x><y>%s</y></x><x>2</x><id type=\"integer\">2</id></invoice>"
+        b'<invoice><x><y>%s</y></x><x>2</x><id type="integer">2</id></invoice>'
         b'<invoice><id type="integer">3</id></invoice></invoices>'
     ) % deep
     first, bad, last = _judged(body)
@@ -234,7 +234,7 @@ def test_a_member_nested_ten_thousand_deep_is_skipped_not_built() -> None:
     """Without recursion, and at no memory beyond what expat itself holds for the open
     tags: the deep elements are counted, never built."""
     depth = 10_000
-    plain = b"<invoice><id type=\"integer\">%d</id><z>%s</z></invoice>"
+    plain = b'<invoice><id type="integer">%d</id><z>%s</z></invoice>'
     rest = b"".join(plain % (i, b"x" * 20) for i in range(250))
     deep = b"<a>" * depth + b"</a>" * depth
     body = b'<invoices type="array">%s%s</invoices>' % (plain % (250, deep), rest)
@@ -246,7 +246,8 @@ def test_a_member_nested_ten_thousand_deep_is_skipped_not_built() -> None:
     finally:
         sys.setrecursionlimit(limit)
     assert len(got) == 251
-    assert isinstance(got[0], xml_kinds.BadMember) and got[0].value["id"] == 250
+    assert isinstance(got[0], xml_kinds.BadMember)
+    assert got[0].value["id"] == 250
     extra = _peak(_judged, body) - _peak(_judged, clean)
     expat_extra = _peak(_expat_only, body) - _peak(_expat_only, clean)
     assert extra < expat_extra + 64 * 1024  # a built tree: ~200 bytes a level, 2 MB
