@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Iterator
 
@@ -57,3 +58,15 @@ async def scripted() -> AsyncIterator[ScriptedServer]:
 from tests.servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: E402
 
 __all__ = ["postgres_server", "postgres_url", "redis_server", "redis_url"]
+
+
+@pytest.fixture(autouse=True)
+def _package_log_level() -> Iterator[None]:
+    """Commands run in-process set the package's log level and handler: undone after."""
+    package, root = logging.getLogger("invoicing_async"), logging.getLogger()
+    level, before = package.level, set(root.handlers)
+    yield
+    package.setLevel(level)
+    for handler in set(root.handlers) - before:
+        if not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)

@@ -277,7 +277,7 @@ class HTTPTransport:
         why: str,
     ) -> None:
         delay = policy.delay(attempt, retry_after)
-        logger.info(
+        logger.warning(
             "%s %s failed (%s); retry %d/%d in %.2fs",
             method,
             url.path,

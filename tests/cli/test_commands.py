@@ -79,7 +79,7 @@ async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -
             *args[:-1], "--dry-run", env={"INVOICING_PASSWORD": service.password}
         )
         assert code == 0, err
-        assert "listed 120: 0 new" in out
+        assert "dry run: listed 120: would fetch 0 in 0 requests" in out
 
         code, out, err = await run(*args, env={"INVOICING_PASSWORD": "wrong-password"})
         assert code == 1
