@@ -69,6 +69,14 @@ def add_job_commands(commands: Any) -> None:
         "--every", type=positive_int, default=86400, metavar="SECONDS", help="sync interval (1 day)"
     )
     _database_argument(add)
+    bulk = add_command(
+        account_commands,
+        "import",
+        help="add or update many accounts from a TOML (as sync-many's) or CSV file; "
+        "every row is checked first: one bad row and nothing is written",
+    )
+    bulk.add_argument("file", type=Path, metavar="FILE")
+    _database_argument(bulk)
     listing = add_command(account_commands, "list", help="list the accounts (no secrets)")
     listing.add_argument("--json", action="store_true")
     _database_argument(listing)
@@ -197,6 +205,8 @@ async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
 async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
     from invoicing_async._jobs import accounts as a
 
+    if args.accounts_command == "import":
+        return await _import(args.file, jobs)
     async with jobs.pool.connection() as conn:
         if args.accounts_command == "add":
             try:
@@ -234,6 +244,54 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
         for x in accounts:
             due = x.due_at.isoformat(timespec="seconds") if x.due_at else "queued"
             print(f"{x.name}\t{x.base_url}\t{x.format}\t{x.auth}\t{x.username}\tdue {due}")
+    return 0
+
+
+async def _import(path: Path, jobs: Jobs) -> int:
+    """`accounts import FILE`: every row checked, then all written in one transaction."""
+    from invoicing_async._cli.accounts_file import (
+        AccountConfig,
+        AccountsFileError,
+        load_accounts,
+    )
+    from invoicing_async._jobs import accounts as a
+
+    rows: list[a.Account] = []
+
+    def check(config: AccountConfig) -> None:
+        credentials = config.credentials()
+        try:
+            account = a.new_account(
+                config.name,
+                base_url=config.base_url,
+                username=credentials.username,
+                secret=credentials.secret,
+                format=config.format,
+                oauth1=credentials.oauth1,
+                token=credentials.token,
+                token_secret=credentials.token_secret,
+                ca_file=None if config.ca_file is None else str(config.ca_file),
+                hourly_limit=config.hourly_limit,
+                every_seconds=config.every_seconds,
+            )
+        except a.AccountError as exc:
+            raise AccountsFileError(str(exc)) from None
+        rows.append(account)
+
+    try:
+        load_accounts(path, check)
+    except AccountsFileError as exc:
+        problems = exc.problems
+    else:
+        problems = ()
+    if problems:
+        _error(f"{path}: {len(problems)} bad rows; nothing imported")
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    async with jobs.pool.connection() as conn:
+        added, updated = await a.upsert_accounts(conn, rows)
+    print(f"imported {len(rows)} accounts: {added} added, {updated} updated")
     return 0
 
 
