@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from invoicing_async._jobs.tasks import Jobs
 
 __all__ = ["ENV_DATABASE_URL", "add_job_commands", "run_job_command"]
+
+logger = logging.getLogger("invoicing_async.jobs")
 
 ENV_DATABASE_URL = "INVOICING_DATABASE_URL"
 ENV_SECRETS_DIR = "INVOICING_SECRETS_DIR"
@@ -125,6 +128,19 @@ def add_job_commands(commands: Any) -> None:
         help=f"env: secrets must be variables named PREFIX* (default: ${ENV_SECRET_ENV_PREFIX} "
         f"or {DEFAULT_ENV_PREFIX})",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on /metrics and health on /healthz at this port "
+        "(needs the [metrics] extra)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics port listens on (default 127.0.0.1)",
+    )
     _database_argument(worker)
 
     enqueue = add_command(commands, "enqueue", help="queue accounts to sync now")
@@ -175,14 +191,33 @@ async def run_job_command(args: argparse.Namespace) -> int:
         env_prefix=getattr(args, "secret_env_prefix", DEFAULT_ENV_PREFIX),
         secrets_dir=getattr(args, "secrets_dir", None),
     )
+    metrics = None
+    if getattr(args, "metrics_port", None) is not None:
+        from invoicing_async._jobs.metrics import RunMetrics
+
+        metrics = RunMetrics()
     async with Jobs(
         url,
         stalled_after=getattr(args, "stalled_after", 30.0),
         retry_cap=getattr(args, "retry_cap", 6 * 3600.0),
         pool_size=max(10, 2 * concurrency + 4),
         secret_policy=policy,
+        observers=() if metrics is None else (metrics,),
     ) as jobs:
-        return await _dispatch(args, jobs)
+        if metrics is None:
+            return await _dispatch(args, jobs)
+        from invoicing_async._jobs.metrics import MetricsServer
+
+        async with MetricsServer(
+            jobs, metrics, host=args.metrics_host, port=args.metrics_port
+        ) as server:
+            logger.info(
+                "metrics on http://%s:%d/metrics, health on /healthz",
+                args.metrics_host,
+                server.port,
+                extra={"event": "metrics_listening", "port": server.port},
+            )
+            return await _dispatch(args, jobs)
 
 
 async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:

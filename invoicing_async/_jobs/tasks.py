@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -111,6 +112,8 @@ class Jobs:
         self.observers = tuple(observers)
         #: Runs of this process that ended in error (`worker --until-idle` exits 1 if any).
         self.failed_runs = 0
+        #: `time.monotonic()` of the watchdog's last round trip to the database (`/healthz`).
+        self.heartbeat_at = time.monotonic()
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
         # One budget store (one small pool) for every run of this worker, not one a run.
         self.budget_store = open_budget_store(database_url, timeout=5.0)
@@ -248,6 +251,8 @@ class Jobs:
                 await self.recover_stalled()
             except Exception as exc:  # the next tick tries again; the worker goes on
                 logger.warning("recovering stalled jobs failed: %s", exc)
+            else:
+                self.heartbeat_at = time.monotonic()
 
     # -- running ---------------------------------------------------------------------------
 
