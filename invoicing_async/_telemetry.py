@@ -3,13 +3,15 @@ tracer or meter provider; otherwise nothing of it is imported and each hook is a
 
 The lowest layer: the transport (`_transport/telemetry.py`: a span per request and the
 `http.client.request.duration` metric) and the sync engine (a span per run and per
-batch) use it. Providers are looked up on each use, not at import, so an application
-may configure OpenTelemetry before or after creating clients.
+batch) use it. Whether a provider is configured is looked up again at most once a
+second until one is (the API's lookups cost microseconds; a request's check must not),
+so an application may configure OpenTelemetry before or after creating clients.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, Meter
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["SCOPE", "configured", "histogram", "span", "tracer"]
+__all__ = ["SCOPE", "configured", "forget", "histogram", "span", "tracer"]
 
 #: The instrumentation scope: the name our tracer and meter are known by.
 SCOPE = "invoicing_async"
@@ -29,6 +31,10 @@ _NOT_LOOKED_UP: Any = object()
 _api: Any = _NOT_LOOKED_UP  # (trace, metrics) of opentelemetry, or None when absent
 _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 _instruments: dict[tuple[int, str], Any] = {}
+#: Seconds between lookups of the providers while none is configured.
+_RECHECK = 1.0
+_found = False  # a provider was configured (a provider, once set, stays)
+_looked_at = float("-inf")
 
 
 def _opentelemetry() -> Any:
@@ -47,6 +53,27 @@ def _opentelemetry() -> Any:
 
 def configured() -> bool:
     """True when OpenTelemetry is installed and a tracer or meter provider was set."""
+    global _found, _looked_at
+    if _found:
+        return True
+    if _api is None:  # not installed, known since the first lookup
+        return False
+    now = time.monotonic()
+    if now - _looked_at < _RECHECK:
+        return False
+    _looked_at = now
+    _found = _providers_set()
+    return _found
+
+
+def forget() -> None:
+    """Look the providers up again at the next use (tests that set and unset them)."""
+    global _found, _looked_at
+    _found, _looked_at = False, float("-inf")
+    _instruments.clear()
+
+
+def _providers_set() -> bool:
     api = _opentelemetry()
     if api is None:
         return False

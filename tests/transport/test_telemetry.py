@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import invoicing_async as ia
+from invoicing_async import _telemetry
 from invoicing_async._transport.telemetry import DURATION_BUCKETS
 from invoicing_async.errors import ServerError
 from invoicing_async.sync import MemoryStore, SyncEngine
@@ -60,9 +61,12 @@ def exported(monkeypatch: pytest.MonkeyPatch) -> Iterator[Exported]:
     meters = MeterProvider(metric_readers=[reader])
     monkeypatch.setattr("opentelemetry.trace._TRACER_PROVIDER", tracers)
     monkeypatch.setattr("opentelemetry.metrics._internal._METER_PROVIDER", meters)
+    _telemetry.forget()
     yield Exported(spans, reader)
     tracers.shutdown()
     meters.shutdown()
+    monkeypatch.undo()
+    _telemetry.forget()
 
 
 def by_name(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
@@ -209,8 +213,8 @@ def test_without_opentelemetry_nothing_is_imported_and_nothing_changes(tmp_path:
     assert done.stdout.split("\n")[:2] == ["150 3", "[]"]
 
 
-async def test_with_the_api_but_no_provider_no_span_is_made() -> None:
-    from invoicing_async import _telemetry
-
+def test_with_the_api_but_no_provider_no_span_is_made() -> None:
+    _telemetry.forget()
     assert not _telemetry.configured()
-    assert _telemetry.span("x").__enter__() is None
+    with _telemetry.span("x") as span:
+        assert span is None
