@@ -66,6 +66,7 @@ class Measured:
     locked: int
     batches: list[float]
     connections: int
+    cpu: CpuShares
 
 
 async def _python(*args: str, log: Path | None = None) -> asyncio.subprocess.Process:
@@ -127,6 +128,50 @@ class FakeService:
         if self.process is not None:
             self.process.terminate()
             await self.process.wait()
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int, *, reaped: bool = False) -> float:
+    """CPU seconds of a live process (with `reaped`, of its waited-for children too)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime + (cutime + cstime if reaped else 0)) / _TICK
+
+
+def _postgres_cpu(postmaster: int) -> float:
+    """CPU seconds of PostgreSQL: the postmaster, its ended backends and its live ones."""
+    total = _cpu(postmaster, reaped=True)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            total += _cpu(int(stat.parent.name))
+    return total
+
+
+@attrs.frozen
+class CpuShares:
+    """CPU seconds spent by each part over the timed window (where the 2 cores went)."""
+
+    workers: float  # the live workers at the end (the killed one's seconds are lost)
+    fake: float
+    postgres: float
+    wall: float
+
+    def note(self) -> str:
+        cores = os.cpu_count() or 1
+        parts = {"workers": self.workers, "fake service": self.fake, "PostgreSQL": self.postgres}
+        shares = ", ".join(f"{k} {v:.0f} s" for k, v in parts.items())
+        busy = sum(parts.values()) / (self.wall * cores)
+        total = f"{self.wall * cores:.0f} ({cores} cores x {self.wall:.0f} s; {busy:.0%} ours)"
+        return f"CPU seconds: {shares} of {total}"
 
 
 def _count(url: str, sql: str) -> int:
@@ -194,7 +239,9 @@ async def _wait_complete(
     return connections
 
 
-async def _repeat(pg_url: str, fake: FakeService, index: int, tmp: Path) -> Measured:
+async def _repeat(
+    pg_url: str, postmaster: int, fake: FakeService, index: int, tmp: Path
+) -> Measured:
     name = f"bench_jobs_{index}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -209,11 +256,19 @@ async def _repeat(pg_url: str, fake: FakeService, index: int, tmp: Path) -> Meas
         for i in range(WORKERS)
     ]
     await asyncio.sleep(3)  # the workers are up and idle
+    assert fake.process is not None
+    fake_cpu, pg_cpu = _cpu(fake.process.pid), _postgres_cpu(postmaster)
     start = time.perf_counter()
     try:
         await _cli(url, "enqueue", "--all")
         connections = await _wait_complete(url, fake.accounts, fake.accounts // 3, workers, run_dir)
         seconds = time.perf_counter() - start
+        cpu = CpuShares(
+            workers=sum(_cpu(w.pid) for w in workers),
+            fake=_cpu(fake.process.pid) - fake_cpu,
+            postgres=_postgres_cpu(postmaster) - pg_cpu,
+            wall=seconds,
+        )
     finally:
         for worker in workers:
             if worker.returncode is None:
@@ -239,6 +294,7 @@ async def _repeat(pg_url: str, fake: FakeService, index: int, tmp: Path) -> Meas
         locked=_count(url, "SELECT count(*) FROM invoicing_runs WHERE status = 'locked'"),
         batches=[float(x) for p in run_dir.glob("batches-*.log") for x in p.read_text().split()],
         connections=connections,
+        cpu=cpu,
     )
 
 
@@ -298,7 +354,7 @@ async def measure(accounts: int, invoices: int, repeat: int, memory: bool = True
         try:
             runs = []
             for i in range(repeat):
-                runs.append(await _repeat(pg.url(), fake, i, tmp))
+                runs.append(await _repeat(pg.url(), pg.process.pid, fake, i, tmp))
                 print(f"  run {i + 1}: {runs[-1].seconds:.1f}s", file=sys.stderr)
         finally:
             await fake.stop()
@@ -362,7 +418,8 @@ def results(m: Measurement) -> list[Result]:
         Result(
             "jobs: most PostgreSQL connections at once", worst("connections"), MAX_CONNECTIONS,
             "connections", 1.0, informational=True,
-            note="client backends in pg_stat_activity, polled every 0.5 s",
+            note="client backends in pg_stat_activity, polled every 0.5 s; "
+            + best.cpu.note(),
         ),
         Result(
             "jobs: overlapping runs of one account", worst("overlaps"), 1, "pairs", 0.0,
