@@ -355,7 +355,12 @@ async def measure(accounts: int, invoices: int, repeat: int, memory: bool = True
             runs = []
             for i in range(repeat):
                 runs.append(await _repeat(pg.url(), pg.process.pid, fake, i, tmp))
-                print(f"  run {i + 1}: {runs[-1].seconds:.1f}s", file=sys.stderr)
+                last = runs[-1]
+                print(
+                    f"  run {i + 1}: {last.seconds:.1f}s; accounts import {last.imported:.1f}s; "
+                    f"{last.connections} PostgreSQL connections at most; {last.cpu.note()}",
+                    file=sys.stderr,
+                )
         finally:
             await fake.stop()
         if not memory:
