@@ -261,8 +261,7 @@ class AccountRun:
             self.base_url,
             extra={"event": "run_started", "account": self.account},
         )
-        for observer in self.observers:
-            observer.started(self)
+        self._tell("started", self)
         budget_left: list[int] = []
         try:
             outcome = await self._run(budget_left)
@@ -308,8 +307,15 @@ class AccountRun:
         return outcome_of_report(self.account, report)
 
     def _progress(self, progress: SyncProgress) -> None:
+        self._tell("progress", self, progress)
+
+    def _tell(self, event: str, *args: Any) -> None:
+        """Call each observer's `event`; a failing observer is logged, never the run's end."""
         for observer in self.observers:
-            observer.progress(self, progress)
+            try:
+                getattr(observer, event)(*args)
+            except Exception:
+                logger.warning("observer %r failed on %s", observer, event, exc_info=True)
 
     def _finish(self, outcome: RunOutcome, started: float, budget_left: list[int]) -> RunOutcome:
         outcome = attrs.evolve(
@@ -319,8 +325,7 @@ class AccountRun:
         )
         if self.schedule is not None:
             outcome = attrs.evolve(outcome, due_in=self.schedule(outcome))
-        for observer in self.observers:
-            observer.finished(self, outcome)
+        self._tell("finished", self, outcome)
         _log_end(outcome)
         return outcome
 

@@ -18,6 +18,7 @@ import concurrent.futures
 import os
 import re
 import stat
+import threading
 from pathlib import Path
 from typing import Literal
 
@@ -42,9 +43,6 @@ MAX_SECRET_BYTES = 64 * 1024
 _MIN_REDACTED = 4
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _known: set[str] = set()
-# Reads of files get threads of their own: a hung file system must not hold up the
-# default executor's other users.
-_readers = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="secrets")
 
 
 class SecretError(ConfigurationError):
@@ -121,10 +119,8 @@ async def read_secret(ref: SecretRef, policy: SecretPolicy, what: str = "secret"
         if value is None:
             raise SecretError(f"${ref.name} ({what}) is not set")
     else:
-        loop = asyncio.get_running_loop()
-        read = loop.run_in_executor(_readers, _read_file, ref.name, what)
         try:
-            value = await asyncio.wait_for(read, policy.timeout)
+            value = await asyncio.wait_for(_off_loop(ref.name, what), policy.timeout)
         except asyncio.TimeoutError:
             raise SecretError(
                 f"{what} file {ref.name}: not read within {policy.timeout:g}s"
@@ -132,6 +128,23 @@ async def read_secret(ref: SecretRef, policy: SecretPolicy, what: str = "secret"
     if len(value) >= _MIN_REDACTED:
         _known.add(value)
     return value
+
+
+async def _off_loop(path: str, what: str) -> str:
+    """`_read_file` in a daemon thread of its own: a read that hangs (a dead network file
+    system) holds neither the loop, nor a shared executor, nor the process's exit."""
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+    def read() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(_read_file(path, what))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=read, name="secret-read", daemon=True).start()
+    return await asyncio.wrap_future(future)
 
 
 def _read_file(path: str, what: str) -> str:

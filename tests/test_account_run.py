@@ -218,3 +218,24 @@ async def test_log_lines_never_show_a_secret_read(
         )
         assert "very-secret-value" not in stream.getvalue()
         assert "***" in stream.getvalue()
+
+
+async def test_a_failing_observer_is_logged_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(RunObserver):
+        def finished(self, run: AccountRun, outcome: RunOutcome) -> None:
+            raise RuntimeError("metrics backend down")
+
+    recorder = Recorder()
+    async with FakeInvoicingService(invoices=5, seed=2, tls=False) as service:
+        outcome = await AccountRun(
+            account="acme",
+            base_url=service.base_url,
+            auth=ia.BasicAuth(service.username, service.password),
+            open_store=MemoryStore,
+            observers=(Broken(), recorder),
+        ).run()
+    assert outcome.status == "complete"
+    assert recorder.events[-1] == "finished complete"
+    assert "failed on finished" in caplog.text
