@@ -103,6 +103,7 @@ class FakeService:
             sys.executable, "-m", "benchmarks.jobs_server", str(self.accounts), str(self.invoices),
             PASSWORD, str(self.urls_path), cwd=ROOT,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=64 * 2**20,  # a counters line names every account (10,000: ~300 kB)
         )  # fmt: skip
         while (line := await self._line()) != "ready":
             self.generated = line
