@@ -13,6 +13,7 @@ latency (apply_documents, timed inside the workers), and (not in the fleet run) 
 RSS of reading 1,000,000 revisions in a fresh process.
 
 python -m benchmarks.bench_jobs [--quick | --fleet] [--accounts N] [--invoices M] [--repeat R]
+($BENCH_JOBS_CONCURRENCY: accounts each worker runs at once, 8 by default)
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from benchmarks.common import Result
 from tests.servers import start_postgres
 
 ROOT = Path(__file__).parents[1]
-WORKERS, CONCURRENCY, REVISIONS = 3, 8, 1_000_000
+WORKERS, REVISIONS = 3, 1_000_000
+CONCURRENCY = int(os.environ.get("BENCH_JOBS_CONCURRENCY", "8"))  # accounts a worker runs at once
 HEARTBEAT, STALLED_AFTER = 2.0, 10.0
 MAX_CONNECTIONS = 400  # each worker: 2 pools of 2 x 8 + 4, and a budget pool (<= 4) a run
 SECRET_ENV, PASSWORD = "INVOICING_SECRET_BENCH", "bench-pw"
