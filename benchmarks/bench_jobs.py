@@ -389,6 +389,7 @@ def results(m: Measurement) -> list[Result]:
     idle50, idle99 = _pct(m.idle_batches, 0.5), _pct(m.idle_batches, 0.99)
     setup = f"{n} accounts x {invoices}, {WORKERS} workers x {CONCURRENCY}, one SIGKILLed"
     fleet = (n, invoices) == FLEET
+    part = "fleet" if fleet else "jobs"  # the two setups' figures side by side in latest.json
     spread = f"best {max(rates):.0f}, median {statistics.median(rates):.0f} of {len(runs)}"
 
     def worst(field: str) -> float:
@@ -396,7 +397,7 @@ def results(m: Measurement) -> list[Result]:
 
     found = [
         Result(
-            f"jobs: accounts per minute ({setup})", max(rates), 1000.0 if fleet else n / 60,
+            f"{part}: accounts per minute ({setup})", max(rates), 1000.0 if fleet else n / 60,
             "accounts/min", 1.0, higher_is_better=True, informational=not fleet,
             note=f"{spread}; bound: "
             f"{'1,000 a minute' if fleet else 'every account within the hour'}; "
@@ -405,39 +406,40 @@ def results(m: Measurement) -> list[Result]:
             f"{worst('connections'):.0f} PostgreSQL connections at once; fake data: {generated}",
         ),
         Result(
-            "jobs: accounts without a complete run", n - min(r.complete for r in runs), n,
+            f"{part}: accounts without a complete run", n - min(r.complete for r in runs), n,
             "accounts", 0.0, note=f"lost runs (the killed worker's): {worst('lost'):.0f}",
         ),
         Result(
-            "jobs: requests per account at the service / minimum", best.requests / n, least,
+            f"{part}: requests per account at the service / minimum", best.requests / n, least,
             "requests", 1.01,
             note=f"every run counted (an account whose run was lost syncs again, what its "
             f"lost run stored is kept); minimum 1 list + {least - 1} fetches of 100; "
             "bound: the minimum +1%",
         ),
         Result(
-            "jobs: requests of an uninterrupted run / minimum", worst("uninterrupted"), least,
+            f"{part}: requests of an uninterrupted run / minimum", worst("uninterrupted"), least,
             "requests", 1.0, note="mean over the accounts that had one run only",
         ),
         Result(
-            f"jobs: accounts import of {n} accounts (CSV)", max(r.imported for r in runs), 10.0,
+            f"{part}: accounts import of {n} accounts (CSV)", max(r.imported for r in runs), 10.0,
             "s", 1.0, note="the whole command, Python starting included; bound: 10 s",
         ),
         Result(
-            "jobs: most PostgreSQL connections at once", worst("connections"), MAX_CONNECTIONS,
+            f"{part}: most PostgreSQL connections at once", worst("connections"), MAX_CONNECTIONS,
             "connections", 1.0, informational=True,
             note="client backends in pg_stat_activity, polled every 0.5 s; "
             + best.cpu.note(),
         ),
         Result(
-            "jobs: overlapping runs of one account", worst("overlaps"), 1, "pairs", 0.0,
+            f"{part}: overlapping runs of one account", worst("overlaps"), 1, "pairs", 0.0,
             note=f"runs that found the account locked: {worst('locked'):.0f}",
         ),
         Result(
-            "jobs: 403s from the service (budget overruns)", worst("refused"), 1, "responses", 0.0
+            f"{part}: 403s from the service (budget overruns)", worst("refused"), 1, "responses",
+            0.0,
         ),
         Result(
-            "jobs: PostgresStore batch commit p99", p99, p50, "ms", 1.0, informational=True,
+            f"{part}: PostgresStore batch commit p99", p99, p50, "ms", 1.0, informational=True,
             note=f"p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(batches)} batches of 100, "
             f"timed in the workers under the full load (2 shared cores)",
         ),
@@ -447,13 +449,13 @@ def results(m: Measurement) -> list[Result]:
     return [
         *found,
         Result(
-            "jobs: PostgresStore batch commit p99, nothing else running", idle99, idle50, "ms",
+            f"{part}: PostgresStore batch commit p99, nothing else running", idle99, idle50, "ms",
             1.0, informational=True,
             note=f"p50 {idle50:.1f} ms, p99 {idle99:.1f} ms over {len(m.idle_batches)} batches "
             "of 100 new invoices, one process",
         ),
         Result(
-            f"jobs: peak RSS reading {REVISIONS:,} revisions", peak[0], peak[1], "MiB", 1.0,
+            f"{part}: peak RSS reading {REVISIONS:,} revisions", peak[0], peak[1], "MiB", 1.0,
             informational=True,
             note=f"a fresh process: {peak[1]:.0f} MiB before reading, {peak[0]:.0f} MiB peak "
             f"(+{peak[0] - peak[1]:.0f}); min of 3",
