@@ -1,16 +1,42 @@
-"""Shared fixtures: the fake service, clients of it in both formats, a scripted server."""
+"""Shared fixtures (the fake service, clients of it in both formats, a scripted server),
+the `servers` marker and the hypothesis profiles."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
 from tests.scripted import ScriptedServer
+
+# Example counts are the profile's: `dev` (small, the default) for local runs, `ci` (larger)
+# when CI=true; HYPOTHESIS_PROFILE names either one explicitly.
+settings.register_profile("dev", max_examples=50)
+settings.register_profile("ci", max_examples=500, print_blob=True)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+)
+
+SERVER_FIXTURES = frozenset({"postgres_server", "postgres_url", "redis_server", "redis_url"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `servers` every test that asks for PostgreSQL or Redis by fixture name.
+
+    Tests that reach a server through a parameter (`request.getfixturevalue`) carry the
+    mark on that parameter (`tests.servers.POSTGRES`, `REDIS`); the server fixtures refuse
+    a test without it, so none slips into the fast subset.
+    """
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.servers)
 
 
 @pytest.fixture(params=["xml", "json"])

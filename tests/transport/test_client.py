@@ -192,6 +192,18 @@ async def test_redirect_from_https_down_to_http_is_not_followed() -> None:
         assert len(server.seen) == 1
 
 
+async def test_redirect_to_a_url_with_credentials_is_not_followed(
+    scripted: ScriptedServer,
+) -> None:
+    location = f"http://intruder:pw-in-url@127.0.0.1:{scripted.port}/api/v1.0/other.xml"
+    scripted.reply("GET", PATH, 302, b"", {"Location": location})
+    async with scripted_client(scripted) as client:
+        with pytest.raises(ia.RedirectError, match="credentials") as caught:
+            await client.current_session()
+    assert "pw-in-url" not in str(caught.value)
+    assert len(scripted.seen) == 1
+
+
 async def test_redirect_loop_is_an_error(scripted: ScriptedServer) -> None:
     scripted.reply("GET", PATH, 302, b"", {"Location": "/api/v1.0/other.xml"})
     scripted.reply("GET", "/api/v1.0/other.xml", 302, b"", {"Location": PATH})
