@@ -13,7 +13,7 @@ from hypothesis import settings
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
-from tests.scripted import ScriptedServer
+from tests.scripted import ScriptedAPI
 
 # Example counts are the profile's: `dev` (small, the default) for local runs, `ci` (larger)
 # when CI=true; HYPOTHESIS_PROFILE names either one explicitly.
@@ -74,8 +74,8 @@ def service_in_thread() -> Iterator[FakeInvoicingService]:
 
 
 @pytest.fixture
-async def scripted() -> AsyncIterator[ScriptedServer]:
-    async with ScriptedServer() as server:
+async def scripted() -> AsyncIterator[ScriptedAPI]:
+    async with ScriptedAPI() as server:
         yield server
 
 

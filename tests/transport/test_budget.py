@@ -14,7 +14,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async._budget.budget import Permit, RateBudget
 from invoicing_async._budget.stores import MemoryBudgetStore
-from tests.scripted import ScriptedServer, scripted_client
+from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
 
 HOUR = 3600.0
 
@@ -232,11 +232,11 @@ def test_a_client_as_fast_as_it_can_stays_within_the_hourly_limit() -> None:
 
     async def scenario() -> None:
         sent: list[float] = []
-        async with ScriptedServer() as server:
+        async with ScriptedAPI() as server:
             loop = asyncio.get_running_loop()
             start = loop.time()
 
-            def answer(request: object, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+            def answer(_seen: Seen) -> Reply:
                 sent.append(loop.time() - start)
                 return 200, b"<user><id type='integer'>1</id></user>", {}
 

@@ -16,7 +16,7 @@ from invoicing_async.testing import (
     SendError,
     mock_response,
 )
-from tests.scripted import ScriptedServer, scripted_client
+from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
 
 SESSION = b"<user><email>api-user@example.com</email><name>Api</name></user>"
 
@@ -126,9 +126,9 @@ def test_a_deadline_bounds_the_whole_call_retries_included() -> None:
     """A slow server (a slowloris): `timeout` per attempt, `deadline` for the whole call."""
 
     async def scenario() -> None:
-        async with ScriptedServer() as server:
+        async with ScriptedAPI() as server:
 
-            async def slow(request: object, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+            async def slow(_seen: Seen) -> Reply:
                 await asyncio.sleep(2.9)
                 return 200, SESSION, {}
 
