@@ -323,7 +323,6 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     first = await worker_process(migrated)
     try:
         await until(lambda: runs(migrated) == ["running"])
-        await asyncio.sleep(0.5)
     finally:
         first.send_signal(signal.SIGKILL)
         await first.wait()
@@ -331,7 +330,13 @@ async def test_a_killed_workers_account_is_synced_after_restart(
         migrated, "SELECT status FROM procrastinate_jobs WHERE task_name = %s", (SYNC_TASK,)
     ) == [("doing",)]
     service.account.faults.latency = 0.0
-    await asyncio.sleep(2.5)  # the killed worker's heartbeat grows stale
+    # The killed worker's heartbeat grows stale: an hour passes, for its row.
+    aged = query(
+        migrated,
+        "UPDATE procrastinate_workers SET last_heartbeat = last_heartbeat - interval '1 hour'"
+        " RETURNING id",
+    )
+    assert len(aged) == 1
     second = await worker_process(migrated, "--until-idle")
     out, err = await asyncio.wait_for(second.communicate(), 60)
     assert second.returncode == 0, err.decode()
