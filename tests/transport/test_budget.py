@@ -5,36 +5,17 @@ from __future__ import annotations
 import asyncio
 import bisect
 import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import looptime
 import pytest
 
 import invoicing_async as ia
 from invoicing_async._budget.budget import Permit, RateBudget
 from invoicing_async._budget.stores import MemoryBudgetStore
 from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
+from tests.virtual_time import virtual_time
 
 HOUR = 3600.0
-
-
-def virtual_time(test: Callable[[], Awaitable[Any]]) -> Callable[[], None]:
-    """Run an async test on its own looptime loop, whose clock jumps over every wait.
-
-    An explicit loop rather than looptime's pytest plugin: it cannot mix with the loops
-    of pytest-asyncio, and it is closed when the test ends.
-    """
-
-    def run() -> None:
-        loop = looptime.new_event_loop()
-        try:
-            loop.run_until_complete(test())
-        finally:
-            loop.close()
-
-    run.__name__ = test.__name__
-    return run
 
 
 def max_in_any_window(times: list[float], window: float) -> int:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
-import looptime
 import pytest
 
 import invoicing_async as ia
@@ -17,6 +15,7 @@ from invoicing_async.testing import (
     mock_response,
 )
 from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
+from tests.virtual_time import run_virtual
 
 SESSION = b"<user><email>api-user@example.com</email><name>Api</name></user>"
 
@@ -162,11 +161,3 @@ def test_a_deadline_shorter_than_the_budget_wait_fails_at_once() -> None:
             assert loop.time() == start
 
     run_virtual(scenario)
-
-
-def run_virtual(scenario: Callable[[], Awaitable[None]]) -> None:
-    loop = looptime.new_event_loop()
-    try:
-        loop.run_until_complete(scenario())
-    finally:
-        loop.close()
