@@ -45,8 +45,8 @@ Script = Callable[[Seen], Awaitable[Reply] | Reply]
 
 
 class ScriptedAPI:
-    """Answers each request with the next reply scripted for its (method, decoded path);
-    404 when none is left."""
+    """Answers each request with the next reply scripted for its (method, decoded path),
+    else its route; 404 when neither is left."""
 
     def __init__(self, *, tls: bool = False) -> None:
         self.tls = tls
@@ -57,6 +57,7 @@ class ScriptedAPI:
         # every client gave up (a reply that comes too late), without a wall-clock sleep.
         self.closing = asyncio.Event()
         self._replies: dict[tuple[str, str], list[Reply | Script]] = {}
+        self._routes: dict[tuple[str, str], Script] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -86,10 +87,16 @@ class ScriptedAPI:
         for _ in range(times):
             self._replies.setdefault((method, path), []).append(fn)
 
+    def route(self, method: str, path: str, fn: Script) -> None:
+        """Answer every request to (method, path) with `fn(seen)` once its scripted replies
+        are used up (an endpoint that keeps answering, such as an account's)."""
+        self._routes[(method, path)] = fn
+
     async def _answer(self, seen: Seen) -> Reply:
         self.seen.append(seen)
-        queue = self._replies.get((seen.method, seen.path))
-        entry = queue.pop(0) if queue else (404, b"no script", {})
+        key = (seen.method, seen.path)
+        queue = self._replies.get(key)
+        entry = queue.pop(0) if queue else self._routes.get(key, (404, b"no script", {}))
         if callable(entry):
             result = entry(seen)
             return await result if inspect.isawaitable(result) else result
