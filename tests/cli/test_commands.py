@@ -53,6 +53,7 @@ async def test_demo_runs_and_reports_minimal_costs(tmp_path: Path) -> None:
     assert rows == (446,)  # 450 - 5 deleted + 1 created
 
 
+@pytest.mark.slow
 async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -> None:
     async with FakeInvoicingService(invoices=120, seed=3) as service:
         ca = tmp_path / "ca.pem"
@@ -111,6 +112,7 @@ async def test_sync_stopped_by_the_budget_at_the_sync_list_exits_3(tmp_path: Pat
         assert "Traceback" not in err
 
 
+@pytest.mark.slow
 async def test_syncs_sharing_a_budget_stop_before_the_server_refuses(tmp_path: Path) -> None:
     """Two runs, one `--budget` file: the second knows the hour is spent without asking."""
     async with FakeInvoicingService(invoices=1000, seed=3, limit=8) as service:

@@ -13,7 +13,7 @@ import invoicing_async as ia
 from invoicing_async.sync import MemoryStore, SQLiteStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, FaultPlan
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 INVOICES = 1500
 RUNS = 4

@@ -13,6 +13,8 @@ from invoicing_async.testing import FakeInvoicingService
 from tests.servers import POSTGRES, REDIS
 from tests.transport.budget_child import run_children
 
+pytestmark = pytest.mark.slow  # processes of their own
+
 ROOT = Path(__file__).parents[2]
 LIMIT = 30
 
