@@ -171,6 +171,7 @@ async def test_sync_into_a_corrupt_database_prints_one_line(tmp_path: Path) -> N
     assert db.read_bytes() == b"not a database" * 500
 
 
+@pytest.mark.slow
 async def test_sync_command_takes_oauth1_credentials_from_the_environment(tmp_path: Path) -> None:
     async with FakeInvoicingService(invoices=3, seed=3) as service:
         ca = tmp_path / "ca.pem"

@@ -238,6 +238,7 @@ async def receiver_served(framework: str, receiver: PushReceiver) -> AsyncIterat
         yield f"{base}/push/{SECRET}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", ["aiohttp", "fastapi"])
 async def test_pushes_from_the_service_are_fetched_in_one_batch(framework: str) -> None:
     receiver = PushReceiver(SECRET)
