@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -45,11 +46,8 @@ async def test_demo_runs_and_reports_minimal_costs(tmp_path: Path) -> None:
     assert code == 0, out
     assert "requests   6" in out  # 1 list + 5 batches for 450 invoices
     assert "Requests: first sync 6 (minimum 6), second 2 (minimum 2), third 1 (minimum 1)" in out
-    rows = (
-        sqlite3.connect(tmp_path / "d.db")
-        .execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL")
-        .fetchone()
-    )
+    with contextlib.closing(sqlite3.connect(tmp_path / "d.db")) as db:
+        rows = db.execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL").fetchone()
     assert rows == (446,)  # 450 - 5 deleted + 1 created
 
 
