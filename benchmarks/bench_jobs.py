@@ -38,7 +38,7 @@ ROOT = Path(__file__).parents[1]
 INVOICES, WORKERS, CONCURRENCY, REVISIONS = 300, 3, 8, 1_000_000
 HEARTBEAT, STALLED_AFTER = 2.0, 10.0
 MAX_CONNECTIONS = 400  # each worker: 2 pools of 2 x 8 + 4, and a budget pool (<= 4) a run
-SECRET_ENV, PASSWORD = "INVOICING_BENCH_SECRET", "bench-pw"
+SECRET_ENV, PASSWORD = "INVOICING_SECRET_BENCH", "bench-pw"
 MINIMUM = 1 + math.ceil(INVOICES / 100)  # the sync list, then fetches of 100
 
 

@@ -22,14 +22,13 @@ import psycopg
 
 from benchmarks.memory_child import peak_mib
 from invoicing_async._cli import main
-from invoicing_async._models.stored import as_documents
-from invoicing_async.sync import BatchResult, PostgresStore
+from invoicing_async.sync import BatchResult, InvoiceDocument, PostgresStore
 
 
 def timed_worker(log: str, argv: list[str]) -> int:
     """The worker command with every batch commit timed (one line per batch, O_APPEND)."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    original = PostgresStore.apply_documents  # what the engine calls (apply_batch wraps it)
+    original = PostgresStore.apply_documents  # what the engine calls
 
     @functools.wraps(original)
     async def apply_documents(self: PostgresStore, *args: Any, **kwargs: Any) -> BatchResult:
@@ -61,7 +60,9 @@ async def time_batches(url: str, account: str, rounds: int = 50) -> None:
         )
         rows = await cursor.fetchall()
     assert [row[0] for row in rows] == [invoice.id for invoice in invoices]
-    documents = as_documents(invoices, [bytes(row[1]) for row in rows])
+    documents = [
+        InvoiceDocument.of(inv, bytes(row[1])) for inv, row in zip(invoices, rows, strict=True)
+    ]
     times = []
     for n in range(rounds):
         async with PostgresStore(url, account=f"batch-probe-{n}", migrate=False) as store:

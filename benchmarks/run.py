@@ -12,9 +12,9 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 from benchmarks.common import Result
+from benchmarks.report import LATEST, markdown_table
 
 MODULES = [
     "bench_decode",
@@ -27,26 +27,14 @@ MODULES = [
     "bench_handwritten",
     "bench_accounts",
     "bench_fake",
+    "bench_dlt",
 ]
 # Run only when named: minutes long (python -m benchmarks.bench_jobs --quick: a smoke run).
 OPTIONAL = ["bench_jobs"]
-RESULTS = Path(__file__).parent / "results"
 
 
 def table(results: list[Result]) -> str:
-    lines = [
-        "| benchmark | ours | bound / baseline | ratio | target | met |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        sign = ">=" if r.higher_is_better else "<="
-        target = "-" if r.informational else f"{sign} {r.target:g}"
-        met = "n/a" if r.informational else ("yes" if r.met else "NO")
-        lines.append(
-            f"| {r.name} | {r.ours:.4g} {r.unit} | {r.baseline:.4g} {r.unit} | "
-            f"{r.ratio:.3f} | {target} | {met} |"
-        )
-    return "\n".join(lines)
+    return markdown_table([r.as_dict() for r in results])
 
 
 def main(argv: list[str]) -> int:
@@ -67,19 +55,18 @@ def main(argv: list[str]) -> int:
 
 def record(results: list[Result], seconds: float, *, partial: bool) -> None:
     """Write latest.json; a partial run updates its rows and keeps the others."""
-    RESULTS.mkdir(exist_ok=True)
+    LATEST.parent.mkdir(exist_ok=True)
     fresh = {r.name: r.as_dict() for r in results}
-    latest = RESULTS / "latest.json"
     kept = []
-    if partial and latest.exists():
-        kept = [r for r in json.loads(latest.read_text())["results"] if r["name"] not in fresh]
+    if partial and LATEST.exists():
+        kept = [r for r in json.loads(LATEST.read_text())["results"] if r["name"] not in fresh]
     payload = {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "seconds": round(seconds, 1),
         "results": kept + list(fresh.values()),
     }
-    latest.write_text(json.dumps(payload, indent=2) + "\n")
+    LATEST.write_text(json.dumps(payload, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ import invoicing_async as ia
 class FakeServerProcess:
     """`invoicing-async fake-server` started on a free port; read its address from stdout."""
 
-    def __init__(self, *, invoices: int, latency: float = 0.0, accounts: int = 1) -> None:
+    def __init__(
+        self, *, invoices: int, latency: float = 0.0, accounts: int = 1, tls: bool = True
+    ) -> None:
+        self.tls = tls
         self.args = [
             "--port",
             "0",
@@ -29,6 +32,7 @@ class FakeServerProcess:
             str(accounts),
             "--password",
             "bench-pw",
+            *([] if tls else ["--no-tls"]),
         ]
         self._dir = tempfile.TemporaryDirectory()
         self.ca = Path(self._dir.name) / "ca.pem"
@@ -68,7 +72,7 @@ class FakeServerProcess:
         self._dir.cleanup()
 
     def client(self, username: str = "api-user", **kwargs: object) -> ia.InvoicingClient:
-        context = ssl.create_default_context(cafile=str(self.ca))
+        context = ssl.create_default_context(cafile=str(self.ca)) if self.tls else None
         kwargs.setdefault("budget", ia.RateBudget(limit=10**9))
         return ia.InvoicingClient(
             self.base_url,

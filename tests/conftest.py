@@ -4,6 +4,8 @@ the `servers` marker and the hypothesis profiles."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import sys
 import threading
@@ -71,20 +73,28 @@ async def client(service: FakeInvoicingService, fmt: str) -> AsyncIterator[ia.In
         yield c
 
 
-@pytest.fixture
-def service_in_thread() -> Iterator[FakeInvoicingService]:
-    """The fake service on a loop in its own thread: tests may run loops of their own, and
+@contextlib.contextmanager
+def running_in_thread(service: FakeInvoicingService) -> Iterator[FakeInvoicingService]:
+    """`service` served from a loop in its own thread: tests may run loops of their own, and
     its encoding never lands on the loop a test measures."""
-    service = FakeInvoicingService(invoices=3, tls=False)
     loop = asyncio.new_event_loop()
     loop.run_until_complete(service.start())
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    yield service
-    asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    try:
+        yield service
+    finally:
+        asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+@pytest.fixture
+def service_in_thread() -> Iterator[FakeInvoicingService]:
+    """A small fake service (3 invoices, plain http) in its own thread."""
+    with running_in_thread(FakeInvoicingService(invoices=3, tls=False)) as service:
+        yield service
 
 
 @pytest.fixture
@@ -97,3 +107,15 @@ async def scripted() -> AsyncIterator[ScriptedAPI]:
 from tests.servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: E402
 
 __all__ = ["postgres_server", "postgres_url", "redis_server", "redis_url"]
+
+
+@pytest.fixture(autouse=True)
+def _package_log_level() -> Iterator[None]:
+    """Commands run in-process set the package's log level and handler: undone after."""
+    package, root = logging.getLogger("invoicing_async"), logging.getLogger()
+    level, before = package.level, set(root.handlers)
+    yield
+    package.setLevel(level)
+    for handler in set(root.handlers) - before:
+        if not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)

@@ -2,8 +2,10 @@
 
 The ledger's rule runs server-side in two PL/pgSQL functions, so taking a unit is one
 round trip: a per-key advisory lock serializes takers, and `clock_timestamp()` is the
-one clock every machine is timed by. Connections come from a psycopg 3 async pool with
-connect, pool and statement timeouts; the budget adds an overall bound on each call.
+one clock every machine is timed by. Its tables and functions are migrations in
+``_budget/sql/``, applied on first use. Connections come from a pool of its own or one
+shared with a worker's store and jobs (``pool=``); the budget adds an overall bound on
+each call.
 """
 
 from __future__ import annotations
@@ -13,173 +15,60 @@ from typing import Any
 
 from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
 from invoicing_async._budget.stores import LedgerParams
-from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
+from invoicing_async._postgres.connect import connection_pool, require_psycopg, where_of
+from invoicing_async._postgres.migrations import Component, apply
+from invoicing_async.errors import BudgetUnavailableError, StoreError
 
 __all__ = ["SCHEMA", "PostgresBudgetStore"]
 
-# Versioned names: a newer release adds _v2 functions beside these instead of changing
-# them under processes that still run the old code.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS invoicing_budget_units (
-    key text NOT NULL,
-    unit text NOT NULL,
-    taken_at double precision NOT NULL,
-    returns_at double precision NOT NULL,
-    PRIMARY KEY (key, unit)
-);
-
-CREATE OR REPLACE FUNCTION invoicing_budget_view_v1(p_key text, p_now double precision)
-RETURNS TABLE (o_returns_in double precision[], o_phantoms int)
-LANGUAGE sql AS $$
-    SELECT coalesce(array_agg(u.returns_at - p_now ORDER BY u.returns_at), '{}'),
-           (count(*) FILTER (WHERE u.unit LIKE 'p%'))::int
-    FROM invoicing_budget_units u WHERE u.key = p_key
-$$;
-
-CREATE OR REPLACE FUNCTION invoicing_budget_take_v1(
-    p_key text, p_limit int, p_period double precision, p_hold double precision,
-    p_keep int, p_unit text)
-RETURNS TABLE (o_granted boolean, o_taken_at double precision, o_wait double precision,
-               o_returns_in double precision[], o_phantoms int)
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_now double precision;
-    v_in_use int;
-    v_at double precision;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended('invoicing-budget:' || p_key, 0));
-    v_now := extract(epoch FROM clock_timestamp());
-    DELETE FROM invoicing_budget_units u WHERE u.key = p_key AND u.returns_at <= v_now;
-    SELECT count(*) INTO v_in_use FROM invoicing_budget_units u WHERE u.key = p_key;
-    o_taken_at := v_now;
-    IF p_limit - v_in_use > p_keep THEN
-        INSERT INTO invoicing_budget_units VALUES (p_key, p_unit, v_now, v_now + p_period + p_hold);
-        o_granted := true;
-        o_wait := 0;
-    ELSE
-        SELECT u.returns_at INTO v_at FROM invoicing_budget_units u WHERE u.key = p_key
-            ORDER BY u.returns_at OFFSET v_in_use - (p_limit - p_keep - 1) - 1 LIMIT 1;
-        o_granted := false;
-        o_wait := greatest(0, coalesce(v_at, v_now + p_period) - v_now);
-    END IF;
-    SELECT v.o_returns_in, v.o_phantoms INTO o_returns_in, o_phantoms
-        FROM invoicing_budget_view_v1(p_key, v_now) v;
-    RETURN NEXT;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION invoicing_budget_settle_v1(
-    p_key text, p_limit int, p_period double precision, p_unit text,
-    p_taken_at double precision, p_sent boolean, p_remaining int)
-RETURNS TABLE (o_returns_in double precision[], o_phantoms int)
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_now double precision;
-    v_after int;
-    v_allowed int;
-    v_free int;
-    v_burn int;
-    v_min_real double precision;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended('invoicing-budget:' || p_key, 0));
-    v_now := extract(epoch FROM clock_timestamp());
-    DELETE FROM invoicing_budget_units u WHERE u.key = p_key AND u.returns_at <= v_now;
-    IF NOT p_sent THEN
-        DELETE FROM invoicing_budget_units u WHERE u.key = p_key AND u.unit = p_unit;
-    ELSE
-        UPDATE invoicing_budget_units u SET returns_at = least(u.returns_at, v_now + p_period)
-            WHERE u.key = p_key AND u.unit = p_unit;
-        IF p_remaining IS NOT NULL THEN
-            SELECT count(*) INTO v_after FROM invoicing_budget_units u
-                WHERE u.key = p_key AND u.unit LIKE 'r%' AND u.taken_at >= p_taken_at
-                    AND u.unit <> p_unit;
-            v_allowed := p_remaining - v_after;
-            SELECT p_limit - count(*) INTO v_free FROM invoicing_budget_units u
-                WHERE u.key = p_key;
-            IF v_free > v_allowed THEN
-                v_burn := v_free - greatest(0, v_allowed);
-                IF v_allowed > 0 THEN
-                    INSERT INTO invoicing_budget_units
-                        SELECT p_key, 'p' || gen_random_uuid(), v_now, v_now + p_period
-                        FROM generate_series(1, v_burn);
-                ELSE
-                    SELECT min(u.returns_at) INTO v_min_real FROM invoicing_budget_units u
-                        WHERE u.key = p_key AND u.unit LIKE 'r%';
-                    IF v_min_real IS NOT NULL THEN
-                        INSERT INTO invoicing_budget_units
-                            SELECT p_key, 'p' || gen_random_uuid(), v_now, v_min_real + p_period
-                            FROM generate_series(1, v_burn);
-                    ELSE
-                        INSERT INTO invoicing_budget_units
-                            SELECT p_key, 'p' || gen_random_uuid(), v_now,
-                                   v_now + CASE WHEN g = 1 THEN 1 ELSE 2 END * p_period
-                            FROM generate_series(1, v_burn) g;
-                    END IF;
-                END IF;
-            ELSIF v_free < v_allowed THEN
-                DELETE FROM invoicing_budget_units d WHERE d.key = p_key AND d.unit IN (
-                    SELECT u.unit FROM invoicing_budget_units u
-                    WHERE u.key = p_key AND u.unit LIKE 'p%'
-                    ORDER BY u.returns_at DESC LIMIT v_allowed - v_free);
-            END IF;
-        END IF;
-    END IF;
-    RETURN QUERY SELECT * FROM invoicing_budget_view_v1(p_key, v_now);
-END
-$$;
-"""
+#: The budget's table and functions: migrations in ``_budget/sql/``.
+SCHEMA = Component("budget", "invoicing_async._budget")
 
 
 class PostgresBudgetStore:
-    """The ledger of every key in one PostgreSQL database (needs the `[postgres]` extra)."""
+    """The ledger of every key in one PostgreSQL database (needs the `[postgres]` extra).
+
+    With `pool` (an open psycopg pool of autocommit connections, as `connection_pool`
+    makes), its connections are borrowed and the pool is left open on `close()`: a
+    worker's runs, store and budget share one pool. Otherwise the store makes its own.
+    """
 
     shared = True
 
-    def __init__(self, url: str, *, timeout: float = 5.0, max_connections: int = 4) -> None:
-        try:
-            import psycopg  # noqa: F401
-            import psycopg_pool  # noqa: F401
-        except ImportError:
-            raise ConfigurationError(
-                "a postgresql:// shared budget needs psycopg: "
-                "pip install 'invoicing-async[postgres]'"
-            ) from None
+    def __init__(
+        self, url: str, *, timeout: float = 5.0, max_connections: int = 4, pool: Any = None
+    ) -> None:
+        require_psycopg("a postgresql:// shared budget")
         self.url = url
         self._timeout = timeout
         self._max_connections = max_connections
+        self._shared_pool = pool
         self._pool: Any = None
         self._ready = asyncio.Lock()
 
     async def _get_pool(self) -> Any:
         async with self._ready:
             if self._pool is None:
-                from psycopg_pool import AsyncConnectionPool
-
-                statement_ms = int(self._timeout * 1000)
-                pool = AsyncConnectionPool(
+                pool = self._shared_pool or connection_pool(
                     self.url,
-                    min_size=1,
                     max_size=self._max_connections,
-                    timeout=self._timeout,
-                    open=False,
-                    kwargs={
-                        "autocommit": True,
-                        "connect_timeout": max(2, int(self._timeout)),
-                        "options": f"-c statement_timeout={statement_ms}",
-                        "application_name": "invoicing-async budget",
-                    },
+                    connect_timeout=self._timeout,
+                    statement_timeout=self._timeout,
+                    pool_timeout=self._timeout,
+                    application_name="invoicing-async budget",
                 )
                 try:
-                    await pool.open(wait=True, timeout=self._timeout)
-                    async with pool.connection() as conn, conn.transaction():
-                        # One process at a time creates or replaces the functions.
-                        await conn.execute("SELECT pg_advisory_xact_lock(7305841960128)")
-                        await conn.execute(SCHEMA)
+                    if pool is not self._shared_pool:
+                        await pool.open()
+                    async with pool.connection(timeout=self._timeout) as conn:
+                        await apply(conn, [SCHEMA], where_of(self.url))
                 except Exception as exc:
-                    await pool.close()
-                    raise BudgetUnavailableError(
-                        f"PostgreSQL unreachable: {type(exc).__name__}: {exc}"
-                    ) from exc
+                    if pool is not self._shared_pool:
+                        await pool.close()
+                    text = str(exc)
+                    if not isinstance(exc, StoreError):  # ours name where and why
+                        text = f"{type(exc).__name__}: {text}"
+                    raise BudgetUnavailableError(f"PostgreSQL unreachable: {text}") from exc
                 self._pool = pool
             return self._pool
 
@@ -232,6 +121,7 @@ class PostgresBudgetStore:
         return LedgerView(params.limit, len(live), phantoms, live)
 
     async def close(self) -> None:
-        if self._pool is not None:
+        """Close the pool if this store made it; a shared pool stays open."""
+        if self._pool is not None and self._pool is not self._shared_pool:
             await self._pool.close()
-            self._pool = None
+        self._pool = None

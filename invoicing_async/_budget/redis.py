@@ -12,6 +12,7 @@ from typing import Any
 
 from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
 from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._extras import install_hint
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
 __all__ = ["RedisBudgetStore"]
@@ -143,7 +144,7 @@ class RedisBudgetStore:
             import redis.asyncio as aioredis
         except ImportError:
             raise ConfigurationError(
-                "a redis:// shared budget needs redis-py: pip install 'invoicing-async[redis]'"
+                f"a redis:// shared budget needs redis-py; {install_hint('redis')}"
             ) from None
         self._redis: Any = aioredis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout

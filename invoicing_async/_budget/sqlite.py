@@ -13,6 +13,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote, urlsplit
@@ -25,15 +26,11 @@ __all__ = ["SQLiteBudgetStore", "sqlite_path"]
 
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS budget_units (
-    key TEXT NOT NULL,
-    unit TEXT NOT NULL,
-    taken_at REAL NOT NULL,
-    returns_at REAL NOT NULL,
-    PRIMARY KEY (key, unit)
-) WITHOUT ROWID
-"""
+#: The tables (``sql/sqlite/schema.sql``): made if missing on every open.
+#: The tables (``sql/sqlite/schema.sql``), made if missing on every open.
+_SCHEMA = (resources.files("invoicing_async._budget") / "sql" / "sqlite" / "schema.sql").read_text(
+    "utf-8"
+)
 
 
 def sqlite_path(url: str) -> Path:

@@ -7,14 +7,22 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from invoicing_async._cli.options import CommandParser, add_command, positive_int
 from invoicing_async._version import __version__
+
+if TYPE_CHECKING:
+    from invoicing_async._sync.report import SyncReport
+    from invoicing_async._sync.store import Store
+    from invoicing_async.testing import FakeInvoicingService
 
 __all__ = ["main"]
 
@@ -24,24 +32,24 @@ ENV_BASE_URL = "INVOICING_BASE_URL"
 JOB_COMMANDS = frozenset({"db", "accounts", "worker", "enqueue", "status"})
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> CommandParser:
+    parser = CommandParser(
         prog="invoicing-async",
         description="Asyncio client and sync engine for the Invoicing Service API v1.0.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser(
-        "demo", help="sync a generated account from the built-in fake service, twice"
+    demo = add_command(
+        commands, "demo", help="sync a generated account from the built-in fake service, twice"
     )
-    demo.add_argument("--invoices", type=int, default=3000, help="invoices to generate")
+    demo.add_argument("--invoices", type=positive_int, default=3000, help="invoices to generate")
     demo.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
     demo.add_argument("--format", choices=("xml", "json"), default="xml")
     demo.add_argument("--seed", type=int, default=2014)
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    sync = commands.add_parser("sync", help="mirror an account's invoices into a SQLite file")
+    sync = add_command(commands, "sync", help="mirror an account's invoices into a SQLite file")
     sync.add_argument(
         "--base-url", default=os.environ.get(ENV_BASE_URL), help=f"or ${ENV_BASE_URL}"
     )
@@ -61,19 +69,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--format", choices=("xml", "json"), default="xml")
     sync.add_argument("--ca-file", type=Path, help="extra CA certificate to trust (PEM)")
-    sync.add_argument("--dry-run", action="store_true", help="list and plan; fetch nothing")
+    sync.add_argument(
+        "--dry-run", action="store_true", help="list and plan; fetch nothing, write nothing"
+    )
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
     sync.add_argument("--wait-for-budget", action="store_true", help="wait for the hourly budget")
     sync.add_argument("--force-deletions", action="store_true", help="apply mass deletions")
-    sync.add_argument("--concurrency", type=int, default=4)
+    sync.add_argument("--concurrency", type=positive_int, default=4)
     sync.add_argument("--no-progress", action="store_true")
     _budget_arguments(sync)
 
-    many = commands.add_parser(
-        "sync-many", help="sync every account of a TOML accounts file into SQLite files"
+    many = add_command(
+        commands, "sync-many", help="sync every account of a TOML accounts file into SQLite files"
     )
     many.add_argument("accounts_file", type=Path, help="TOML: [[accounts]] tables")
-    many.add_argument("--concurrency", type=int, default=8, help="accounts synced at once")
+    many.add_argument("--concurrency", type=positive_int, default=8, help="accounts synced at once")
     many.add_argument("--wait-for-budget", action="store_true", help="wait for the hourly budget")
     many.add_argument("--json", action="store_true", help="print the summary as JSON")
     _budget_arguments(many)
@@ -82,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_job_commands(commands)
 
-    fake = commands.add_parser("fake-server", help="run the fake service until interrupted")
+    fake = add_command(commands, "fake-server", help="run the fake service until interrupted")
     fake.add_argument("--host", default="127.0.0.1")
     fake.add_argument("--port", type=int, default=8443)
     fake.add_argument("--invoices", type=int, default=1000)
@@ -101,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
         "each with its own budget and its own copy of the same invoices, the same password",
     )
     fake.add_argument(
+        "--oauth1",
+        action="store_true",
+        help="also accept OAuth 1.0a (HMAC-SHA1); prints a consumer key and secret and "
+        "each account's token and secret",
+    )
+    fake.add_argument(
         "--port-per-account",
         action="store_true",
         help="each account on a port of its own (as each customer has a host of its own); "
@@ -110,31 +126,70 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; its exit code (docs/operations/exit-codes.md). An expected failure
+    (a file, TLS, a closed pipe, permissions, the database) is one line on stderr."""
+    from invoicing_async._cli.logs import configure_logging
+
     args = _parser().parse_args(argv)
+    configure_logging(args, default=logging.INFO if args.command == "worker" else None)
     try:
-        if args.command == "demo":
-            from invoicing_async._cli.demo import run_demo
-
-            return asyncio.run(
-                run_demo(
-                    invoices=args.invoices,
-                    db=args.db,
-                    fmt=args.format,
-                    seed=args.seed,
-                    progress=not args.no_progress,
-                )
-            )
-        if args.command == "sync":
-            return asyncio.run(_sync(args))
-        if args.command == "sync-many":
-            return asyncio.run(_sync_many(args))
-        if args.command in JOB_COMMANDS:
-            from invoicing_async._cli.jobs import run_job_command
-
-            return asyncio.run(run_job_command(args))
-        return asyncio.run(_fake_server(args))
+        code = _command(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `status | head`: the reader has what it wanted. Later writes go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        text = _expected_failure(exc, args)
+        if text is None:
+            raise
+        print(f"error: {text}", file=sys.stderr)
+        return 1
+
+
+#: What a shell reports for a process killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from invoicing_async._cli.demo import run_demo
+
+        return asyncio.run(
+            run_demo(
+                invoices=args.invoices,
+                db=args.db,
+                fmt=args.format,
+                seed=args.seed,
+                progress=not args.no_progress,
+            )
+        )
+    if args.command == "sync":
+        return asyncio.run(_sync(args))
+    if args.command == "sync-many":
+        return asyncio.run(_sync_many(args))
+    if args.command in JOB_COMMANDS:
+        from invoicing_async._cli.jobs import run_job_command
+
+        return asyncio.run(run_job_command(args))
+    return asyncio.run(_fake_server(args))
+
+
+def _expected_failure(exc: Exception, args: argparse.Namespace) -> str | None:
+    """One line naming what is at fault, or None for a failure nobody expected (a bug:
+    its traceback is shown)."""
+    from invoicing_async._account_run import describe_failure
+    from invoicing_async._secrets import redact
+
+    if type(exc).__module__.startswith(("psycopg", "psycopg_pool")):
+        from invoicing_async._postgres.connect import describe, where_of
+
+        where = where_of(getattr(args, "database_url", None) or "")
+        return redact(f"{where}: {describe(exc)}")
+    return describe_failure(exc)
 
 
 def _budget_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,85 +210,84 @@ def _budget_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _sync(args: argparse.Namespace) -> int:
-    import ssl
-
     import invoicing_async as ia
+    from invoicing_async._account_run import AccountRun, Credentials
     from invoicing_async._cli.progress import ProgressBar
     from invoicing_async._cli.sync_many import StoreLock
-    from invoicing_async._sync.engine import SyncEngine
-    from invoicing_async._sync.sqlite import SQLiteStore
+    from invoicing_async._secrets import SecretPolicy
     from invoicing_async._transport.environment import auth_from_env
 
     if not args.base_url:
         print(f"error: --base-url (or ${ENV_BASE_URL}) is required", file=sys.stderr)
         return 2
-    auth: ia.Auth
+    auth: ia.Auth | Credentials
     if args.username:
-        password = os.environ.get(args.password_env)
-        if password is None:
+        if os.environ.get(args.password_env) is None:
             print(f"error: set the password in ${args.password_env}", file=sys.stderr)
             return 2
-        auth = ia.BasicAuth(args.username, password)
+        auth = Credentials(args.username, f"env:{args.password_env}")
     else:
         try:  # OAuth 1 (or Basic) from the INVOICING_* variables
             auth = auth_from_env()
         except ia.ConfigurationError as exc:
             print(f"error: no username given and {exc}", file=sys.stderr)
             return 2
-    context = None
-    if args.ca_file:
-        context = ssl.create_default_context(cafile=str(args.ca_file))
-    lock = StoreLock(args.db)
-    if not lock.acquire():
-        print(f"another sync holds {lock.path}: not started", file=sys.stderr)
-        return 3
+    db: Path = args.db
+    # A dry run writes nothing: no lock file, and no database file where there is none.
+    lock = None if args.dry_run else StoreLock(db)
     bar = None if args.no_progress or args.json else ProgressBar("sync")
-    budget = None
+    run = AccountRun(
+        account=str(db),
+        base_url=args.base_url,
+        auth=auth,
+        open_store=_store_opener(db, dry_run=args.dry_run),
+        new_budget=lambda: ia.RateBudget(shared=args.budget, reserve=args.reserve),
+        format=args.format,
+        ca_file=args.ca_file,
+        lock=None if lock is None else lock.held,
+        secret_policy=SecretPolicy.unconfined(),
+        concurrency=args.concurrency,
+        dry_run=args.dry_run,
+        wait_for_budget=args.wait_for_budget,
+        force_deletions=args.force_deletions,
+        observers=() if bar is None else (bar,),
+    )
     try:
-        budget = ia.RateBudget(shared=args.budget, reserve=args.reserve)
-        async with (
-            ia.InvoicingClient(
-                args.base_url,
-                auth=auth,
-                format=args.format,
-                ssl=context,
-                budget=budget,
-            ) as client,
-            SQLiteStore(args.db) as store,
-        ):
-            report = await SyncEngine(
-                client,
-                store,
-                concurrency=args.concurrency,
-                dry_run=args.dry_run,
-                wait_for_budget=args.wait_for_budget,
-                force_deletions=args.force_deletions,
-                on_progress=bar.update if bar else None,
-            ).run()
-    except ia.RateLimitExceeded as exc:
-        # A stop for the budget is "run again later", whichever request met it.
-        when = f" (~{exc.retry_after:.0f}s)" if exc.retry_after is not None else ""
-        print(f"stopped for the hourly budget{when}: {exc}", file=sys.stderr)
-        return 3
-    except (ia.InvoicingError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        outcome = await run.run()
     finally:
-        lock.release()
         if bar is not None:
             bar.close()
-        if budget is not None:
-            await budget.close()
+    if outcome.report is None:
+        if outcome.status == "locked":
+            print(f"another sync holds {lock.path if lock else db}: not started", file=sys.stderr)
+        elif outcome.status == "budget":
+            when = f" (~{outcome.eta:.0f}s)" if outcome.eta is not None else ""
+            print(f"stopped for the hourly budget{when}: {outcome.error}", file=sys.stderr)
+        else:
+            print(f"error: {outcome.error}", file=sys.stderr)
+        return outcome.exit_code
     if args.json:
-        print(json.dumps(report.to_dict(), default=str, indent=2))
+        print(json.dumps(outcome.report.to_dict(), default=str, indent=2))
     else:
-        print(_report_line(report))
-    return 0 if report.complete or args.dry_run else 3
+        print(_report_line(outcome.report))
+    return outcome.exit_code
+
+
+def _store_opener(db: Path, *, dry_run: bool) -> Callable[[], AbstractAsyncContextManager[Store]]:
+    """The SQLite store; for a dry run where there is none yet, an empty one in memory
+    (a dry run creates no file)."""
+    from invoicing_async._sync.memory import MemoryStore
+    from invoicing_async._sync.sqlite import SQLiteStore
+
+    if dry_run and not db.exists():
+        return MemoryStore
+    return lambda: SQLiteStore(db)
 
 
 async def _sync_many(args: argparse.Namespace) -> int:
+    from invoicing_async._account_run import RunOutcome, exit_code
     from invoicing_async._cli.accounts_file import AccountsFileError, load_accounts
-    from invoicing_async._cli.sync_many import AccountOutcome, exit_code, summary, sync_many
+    from invoicing_async._cli.sync_many import summary, sync_many
 
     try:
         accounts = load_accounts(args.accounts_file)
@@ -241,10 +295,10 @@ async def _sync_many(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    def progress(outcome: AccountOutcome) -> None:
+    def progress(outcome: RunOutcome) -> None:
         if not args.json:
             line = _report_line(outcome.report) if outcome.report else outcome.error
-            print(f"{outcome.name}: {outcome.status}: {line}", flush=True)
+            print(f"{outcome.account}: {outcome.status}: {line}", flush=True)
 
     outcomes = await sync_many(
         accounts,
@@ -263,12 +317,20 @@ async def _sync_many(args: argparse.Namespace) -> int:
     return exit_code(outcomes)
 
 
-def _report_line(report: Any) -> str:
-    text = (
-        f"listed {report.listed}: {report.created} new, {report.updated} updated, "
-        f"{report.deleted} deleted, {report.unchanged} unchanged; "
-        f"{report.requests} requests"
-    )
+def _report_line(report: SyncReport) -> str:
+    if report.dry_run:
+        text = (
+            f"dry run: listed {report.listed}: would fetch {report.planned} in "
+            f"{report.needed_requests} requests ({report.budget_available} available now), "
+            f"delete {report.deleted}, {report.unchanged} unchanged; "
+            f"{report.requests} requests spent"
+        )
+    else:
+        text = (
+            f"listed {report.listed}: {report.created} new, {report.updated} updated, "
+            f"{report.deleted} deleted, {report.unchanged} unchanged; "
+            f"{report.requests} requests"
+        )
     if report.stopped_for_budget:
         text += f"; stopped for the hourly budget, {len(report.pending)} left (~{report.eta:.0f}s)"
     if report.deletions_refused:
@@ -291,6 +353,7 @@ async def _fake_server(args: argparse.Namespace) -> int:
         seed=args.seed,
         limit=args.limit,
         port_per_account=args.port_per_account,
+        oauth1=args.oauth1,
     )
     service.account.faults.latency = args.latency
     for n in range(2, args.accounts + 1):
@@ -316,6 +379,8 @@ async def _fake_server(args: argparse.Namespace) -> int:
             for account in service.accounts.values():
                 print(f"  {account.username}: {service.base_url_for(account)}")
         print(f"  password:  {service.password}")
+        if service.oauth1 is not None:
+            _print_oauth1(service)
         if ca_path is not None:
             print(f"  CA (PEM):  {ca_path}")
             print("  client:    ssl=ssl.create_default_context(cafile=<CA>)")
@@ -323,6 +388,16 @@ async def _fake_server(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
     return 0
+
+
+def _print_oauth1(service: FakeInvoicingService) -> None:
+    """The OAuth 1.0a credentials: one consumer, a token for each account."""
+    first = service.oauth1_auth
+    print(f"  OAuth 1.0a consumer key / secret: {first.consumer_key} / {first.consumer_secret}")
+    for account in service.accounts.values():
+        auth = service.oauth1_auth_for(account)
+        who = "" if len(service.accounts) == 1 else f" ({account.username})"
+        print(f"  OAuth 1.0a token / secret{who}: {auth.token} / {auth.token_secret}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """The accounts file of `sync-many`: one TOML table per account, secrets by reference only.
 
+The file's references are not confined to a prefix or a folder (as a worker's are): the
+file is written by whoever runs the command, who could name any variable or file anyway.
+A secret file must still be a regular, owner-only file, read with a timeout.
+
 ```toml
 [defaults]                      # optional; any account key may be given here
 format = "json"
@@ -19,9 +23,7 @@ in the file itself: it would sit in clear text wherever the file is copied.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,13 +32,14 @@ from typing import Any
 import attrs
 
 import invoicing_async as ia
+from invoicing_async._account_run import Credentials
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["AccountConfig", "AccountsFileError", "load_accounts", "read_secret_file"]
+__all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KNOWN = frozenset(
@@ -77,17 +80,19 @@ class AccountConfig:
     ca_file: Path | None
     settings: Mapping[str, str] = attrs.field(repr=False)
 
-    def auth(self) -> ia.Auth:
-        """The account's credentials, reading each secret from its variable or file now."""
+    def credentials(self) -> Credentials:
+        """The account's credentials by reference: ``password_env = "X"`` is ``env:X``,
+        ``password_file = "/p"`` is ``file:/p`` (read when its run starts)."""
         kind = self.settings.get("auth", "basic")
         if kind == "basic":
-            return ia.BasicAuth(self._require("username"), self._secret("password"))
+            return Credentials(self._require("username"), self._reference("password"))
         if kind == "oauth1":
-            return ia.OAuth1Auth(
+            return Credentials(
                 self._require("consumer_key"),
-                self._secret("consumer_secret"),
-                self._require("token"),
-                self._secret("token_secret"),
+                self._reference("consumer_secret"),
+                oauth1=True,
+                token=self._require("token"),
+                token_secret=self._reference("token_secret"),
             )
         raise AccountsFileError(f"account {self.name!r}: auth must be 'basic' or 'oauth1'")
 
@@ -97,29 +102,13 @@ class AccountConfig:
             raise AccountsFileError(f"account {self.name!r}: {key} is required")
         return value
 
-    def _secret(self, key: str) -> str:
+    def _reference(self, key: str) -> str:
         env, file = self.settings.get(f"{key}_env"), self.settings.get(f"{key}_file")
         if env:
-            value = os.environ.get(env)
-            if value is None:
-                raise AccountsFileError(f"account {self.name!r}: ${env} ({key}) is not set")
-            return value
+            return f"env:{env}"
         if file:
-            return read_secret_file(self.name, key, Path(file))
+            return f"file:{Path(file).absolute()}"
         raise AccountsFileError(f"account {self.name!r}: give {key}_env or {key}_file")
-
-
-def read_secret_file(name: str, key: str, path: Path) -> str:
-    try:
-        info = path.stat()
-        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise AccountsFileError(
-                f"account {name!r}: {key}_file {path} is readable by others "
-                f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
-            )
-        return path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise AccountsFileError(f"account {name!r}: cannot read {key}_file {path}: {exc}") from exc
 
 
 def load_accounts(path: Path) -> list[AccountConfig]:
@@ -142,6 +131,8 @@ def load_accounts(path: Path) -> list[AccountConfig]:
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise AccountsFileError(f"{path}: account names must be unique: {duplicates}")
+    for config in configs:
+        config.credentials()  # a missing username or secret key fails now, before any run
     return configs
 
 

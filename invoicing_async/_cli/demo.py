@@ -9,56 +9,72 @@ from pathlib import Path
 
 import invoicing_async as ia
 from invoicing_async import models as m
+from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome, exit_code
 from invoicing_async._cli.progress import ProgressBar
-from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.plan import batches_for
-from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.sqlite import SQLiteStore
 from invoicing_async.testing import FakeInvoicingService
 
 __all__ = ["run_demo"]
 
 
-def _line(title: str, report: SyncReport) -> str:
+def _line(title: str, outcome: RunOutcome) -> str:
     return (
-        f"{title:<14} listed {report.listed:>5}  new {report.created:>5}  "
-        f"updated {report.updated:>3}  deleted {report.deleted:>3}  "
-        f"unchanged {report.unchanged:>5}  requests {report.requests:>3}  "
-        f"({report.seconds:.1f}s)"
+        f"{title:<14} listed {outcome.total:>5}  new {outcome.created:>5}  "
+        f"updated {outcome.updated:>3}  deleted {outcome.deleted:>3}  "
+        f"unchanged {0 if outcome.report is None else outcome.report.unchanged:>5}  "
+        f"requests {outcome.requests:>3}  ({outcome.seconds:.1f}s)"
     )
 
 
 async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progress: bool) -> int:
-    """Sync a generated account, change it on the service, sync again; print the costs."""
-    tmp = None
-    if db is None:
-        tmp = tempfile.TemporaryDirectory(prefix="invoicing-async-demo-")
-        db = Path(tmp.name) / "invoices.sqlite3"
+    """Sync a generated account, change it on the service, sync again; print the costs.
+
+    Without `db` the store lives in a temporary folder, removed at the end (and its path
+    is not shown); with one, the file is kept and named.
+    """
+    with tempfile.TemporaryDirectory(prefix="invoicing-async-demo-") as tmp:
+        return await _demo(invoices, db, Path(tmp), fmt, seed, progress)
+
+
+async def _demo(
+    invoices: int, db: Path | None, tmp: Path, fmt: str, seed: int, progress: bool
+) -> int:
     print(
         f"Starting the fake service with {invoices} generated invoices (seed {seed})...", flush=True
     )
+    store_path = db if db is not None else tmp / "invoices.sqlite3"
     async with FakeInvoicingService(invoices=invoices, seed=seed) as service:
         print(f"  {service.base_url}  (TLS with a throwaway CA, {fmt.upper()} format)", flush=True)
-        # The service allows 350 requests an hour and the demo needs about 35: the default
-        # budget lets them all go at once.
-        budget = ia.RateBudget()
-        async with (
-            service.client(format=fmt, budget=budget) as client,
-            SQLiteStore(db) as store,
-        ):
-            bar = ProgressBar("first sync") if progress else None
-            first = await SyncEngine(client, store, on_progress=bar.update if bar else None).run()
-            if bar:
-                bar.close()
-            print(_line("first sync", first), flush=True)
+        ca = tmp / "ca.pem"
+        service.write_ca(ca)
 
-            rng = random.Random(seed)
-            ids = sorted(service.account.invoices)
-            changed = rng.sample(ids, min(25, len(ids)))
-            for ident in changed[:20]:
-                service.account.mutate(ident)
-            for ident in changed[20:]:
-                service.account.delete_invoice(ident)
+        async def sync(title: str, *observers: RunObserver) -> RunOutcome:
+            outcome = await AccountRun(
+                account="demo",
+                base_url=service.base_url,
+                auth=ia.BasicAuth(service.username, service.password),
+                open_store=lambda: SQLiteStore(store_path),
+                format="json" if fmt == "json" else "xml",
+                ca_file=ca,
+                observers=observers,
+            ).run()
+            print(_line(title, outcome) if outcome.report else f"{title}: {outcome.error}")
+            return outcome
+
+        bar = ProgressBar("first sync") if progress else None
+        first = await sync("first sync", *(() if bar is None else (bar,)))
+        if bar is not None:
+            bar.close()
+
+        rng = random.Random(seed)
+        ids = sorted(service.account.invoices)
+        changed = rng.sample(ids, min(25, len(ids)))
+        for ident in changed[:20]:
+            service.account.mutate(ident)
+        for ident in changed[20:]:
+            service.account.delete_invoice(ident)
+        async with service.client(format=fmt) as client:
             created = await client.invoices.create(
                 m.Invoice(
                     contact_id=7,
@@ -79,32 +95,26 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
             # the second of a change would read that invoice again on the run after it:
             # revisions are whole seconds, and it may change again in the same second.)
             service.clock.advance(seconds=3600)
-            second = await SyncEngine(client, store).run()
-            print(_line("second sync", second))
-            third = await SyncEngine(client, store).run()
-            print(_line("third sync", third))
+            second = await sync("second sync")
+            third = await sync("third sync")
 
             if created.id is None:
                 raise ia.DecodeError("the service created an invoice without an id")
-            stored = await store.get(created.id)
-            late = await store.by_state("late")
-            print(f"Stored copy: {len(await store.revisions())} live invoices in {db}")
+            async with SQLiteStore(store_path) as store:
+                stored = await store.get(created.id)
+                late = await store.by_state("late")
+                live = len(await store.revisions())
+            where = f" in {store_path}" if db is not None else ""
+            print(f"Stored copy: {live} live invoices{where}, {len(late)} of them late")
             print(f"  invoice {created.id}: {stored!r}")
             # Methods that name an invoice take the model as well as its id.
             fresh = await client.invoices.get(created)
             print(f"  the same as the service's copy: {stored == fresh} (1 request)")
-            print(
-                f"  {len(late)} late invoices; budget now {client.budget_snapshot().remaining} "
-                "requests left this hour"
-            )
-            expected = 1 + batches_for(invoices)
-            print(
-                f"Requests: first sync {first.requests} (minimum {expected}), second "
-                f"{second.requests} (minimum 2), third {third.requests} (minimum 1); "
-                f"the service's hourly window has {service.account.window.remaining} of "
-                f"{service.account.window.limit} left"
-            )
-            ok = first.complete and second.complete and third.complete
-    if tmp is not None:
-        tmp.cleanup()
-    return 0 if ok else 1
+        expected = 1 + batches_for(invoices)
+        window = service.account.window
+        print(
+            f"Requests: first sync {first.requests} (minimum {expected}), second "
+            f"{second.requests} (minimum 2), third {third.requests} (minimum 1); "
+            f"the service's hourly budget has {window.remaining} of {window.limit} left"
+        )
+    return exit_code([first, second, third])

@@ -1,7 +1,9 @@
 """`db migrate`, `accounts`, `worker`, `enqueue` and `status`: many accounts on PostgreSQL.
 
 Every command reads ``--database-url`` or ``$INVOICING_DATABASE_URL``. Exit codes are those
-of `sync`: 0 done, 1 an error, 2 a usage error, 3 "later" (nothing failed, but not done).
+of `sync` (docs/operations/exit-codes.md): 0 done, 1 an error, 2 a usage error, 3 "later".
+`worker --until-idle` exits 1 when any of its runs ended in error; `status --check` exits 1
+when an account's last run failed or it is overdue by more than `--overdue-margin`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from invoicing_async._cli.options import add_command, positive_int
+from invoicing_async._extras import install_hint
+from invoicing_async._secrets import DEFAULT_ENV_PREFIX
 
 if TYPE_CHECKING:
     from invoicing_async._jobs.tasks import Jobs
@@ -18,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["ENV_DATABASE_URL", "add_job_commands", "run_job_command"]
 
 ENV_DATABASE_URL = "INVOICING_DATABASE_URL"
+ENV_SECRETS_DIR = "INVOICING_SECRETS_DIR"
+ENV_SECRET_ENV_PREFIX = "INVOICING_SECRET_ENV_PREFIX"
 
 
 def _database_argument(parser: argparse.ArgumentParser) -> None:
@@ -33,11 +42,11 @@ def add_job_commands(commands: Any) -> None:
     """Add the PostgreSQL commands to the `invoicing-async` parser's subparsers."""
     db = commands.add_parser("db", help="the PostgreSQL database of accounts, jobs and stores")
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    _database_argument(db_commands.add_parser("migrate", help="create or upgrade the tables"))
+    _database_argument(add_command(db_commands, "migrate", help="create or upgrade the tables"))
 
     accounts = commands.add_parser("accounts", help="the accounts workers sync")
     account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
-    add = account_commands.add_parser("add", help="add an account (due at once)")
+    add = add_command(account_commands, "add", help="add an account (due at once)")
     add.add_argument("name")
     add.add_argument("--base-url", required=True)
     add.add_argument("--username", required=True, help="or the OAuth 1 consumer key")
@@ -46,29 +55,38 @@ def add_job_commands(commands: Any) -> None:
         required=True,
         metavar="REF",
         help="where the password (OAuth 1: consumer secret) lives: env:VARIABLE or "
-        "file:/path (owner-only); never the secret itself",
+        "file:/path (owner-only); never the secret itself. Workers read only variables "
+        "under their --secret-env-prefix and files under their --secrets-dir",
     )
     add.add_argument("--format", choices=("xml", "json"), default="xml")
     add.add_argument("--oauth1", action="store_true", help="OAuth 1 instead of Basic")
     add.add_argument("--token", help="OAuth 1 token")
     add.add_argument("--token-secret", metavar="REF", help="OAuth 1: env:VARIABLE or file:/path")
     add.add_argument("--ca-file", help="extra CA certificate to trust (PEM), on the workers")
-    add.add_argument("--limit", type=int, default=350, help="requests per hour (default 350)")
     add.add_argument(
-        "--every", type=int, default=86400, metavar="SECONDS", help="sync interval (1 day)"
+        "--limit", type=positive_int, default=350, help="requests per hour (default 350)"
+    )
+    add.add_argument(
+        "--every", type=positive_int, default=86400, metavar="SECONDS", help="sync interval (1 day)"
     )
     _database_argument(add)
-    listing = account_commands.add_parser("list", help="list the accounts (no secrets)")
+    listing = add_command(account_commands, "list", help="list the accounts (no secrets)")
     listing.add_argument("--json", action="store_true")
     _database_argument(listing)
-    remove = account_commands.add_parser("remove", help="remove an account and its runs")
+    remove = add_command(account_commands, "remove", help="remove an account and its runs")
     remove.add_argument("name")
     remove.add_argument("--purge", action="store_true", help="delete its stored invoices too")
     _database_argument(remove)
 
-    worker = commands.add_parser("worker", help="run a worker: sync queued accounts")
-    worker.add_argument("--concurrency", type=int, default=4, help="accounts synced at once")
-    worker.add_argument("--until-idle", action="store_true", help="stop when no job is left")
+    worker = add_command(commands, "worker", help="run a worker: sync queued accounts")
+    worker.add_argument(
+        "--concurrency", type=positive_int, default=4, help="accounts synced at once"
+    )
+    worker.add_argument(
+        "--until-idle",
+        action="store_true",
+        help="stop when no job is left; exit 1 if any run ended in error",
+    )
     worker.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS")
     worker.add_argument(
         "--stalled-after",
@@ -77,15 +95,50 @@ def add_job_commands(commands: Any) -> None:
         metavar="SECONDS",
         help="a worker silent this long is lost: its accounts are queued again",
     )
+    worker.add_argument(
+        "--retry-cap",
+        type=float,
+        default=6 * 3600.0,
+        metavar="SECONDS",
+        help="a failing account is retried after 15 minutes, then twice as long after each "
+        "failure in a row, up to this (6 hours)",
+    )
+    worker.add_argument(
+        "--secrets-dir",
+        type=Path,
+        default=os.environ.get(ENV_SECRETS_DIR),
+        metavar="DIR",
+        help="file: secrets must lie under this folder (symlinks resolved); without it, "
+        f"no file: secret is read (default: ${ENV_SECRETS_DIR})",
+    )
+    worker.add_argument(
+        "--secret-env-prefix",
+        default=os.environ.get(ENV_SECRET_ENV_PREFIX, DEFAULT_ENV_PREFIX),
+        metavar="PREFIX",
+        help=f"env: secrets must be variables named PREFIX* (default: ${ENV_SECRET_ENV_PREFIX} "
+        f"or {DEFAULT_ENV_PREFIX})",
+    )
     _database_argument(worker)
 
-    enqueue = commands.add_parser("enqueue", help="queue accounts to sync now")
+    enqueue = add_command(commands, "enqueue", help="queue accounts to sync now")
     enqueue.add_argument("accounts", nargs="*", metavar="ACCOUNT")
     enqueue.add_argument("--all", action="store_true", help="every account")
     _database_argument(enqueue)
 
-    status = commands.add_parser("status", help="each account's last run and next due time")
+    status = add_command(commands, "status", help="each account's last run and next due time")
     status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when an account's last run failed or it is overdue (for monitoring)",
+    )
+    status.add_argument(
+        "--overdue-margin",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="with --check: how long past its due time an account may wait (1 hour)",
+    )
     _database_argument(status)
 
 
@@ -94,40 +147,35 @@ def _error(text: str) -> None:
 
 
 async def run_job_command(args: argparse.Namespace) -> int:
-    """Run a PostgreSQL command; its exit code. Database errors are exit 1, never a trace."""
-    from invoicing_async._sync.postgres_connect import where_of
-    from invoicing_async.errors import InvoicingError
+    """Run a PostgreSQL command; its exit code. Database errors reach `main`'s handler."""
+    from invoicing_async._secrets import SecretPolicy
 
     url = args.database_url
-    if getattr(args, "concurrency", 1) < 1 or getattr(args, "stalled_after", 1.0) <= 0:
-        _error("--concurrency must be at least 1 and --stalled-after positive")
+    if getattr(args, "stalled_after", 1.0) <= 0 or getattr(args, "retry_cap", 1.0) <= 0:
+        _error("--stalled-after and --retry-cap must be positive")
         return 2
     if not url:
         _error(f"--database-url (or ${ENV_DATABASE_URL}) is required")
         return 2
     try:
-        import psycopg
-        from psycopg_pool import PoolTimeout
-
         from invoicing_async._jobs.tasks import Jobs
-
-        # A running account holds a connection (its lock) and borrows others to write.
-        concurrency = getattr(args, "concurrency", 1)
-        async with Jobs(
-            url,
-            stalled_after=getattr(args, "stalled_after", 30.0),
-            pool_size=max(10, 2 * concurrency + 4),
-        ) as jobs:
-            return await _dispatch(args, jobs)
     except ImportError:
-        _error("these commands need the [postgres] extra: pip install 'invoicing-async[postgres]'")
+        _error(f"these commands need procrastinate and psycopg; {install_hint('postgres')}")
         return 1
-    except InvoicingError as exc:
-        _error(str(exc))
-        return 1
-    except (psycopg.Error, PoolTimeout) as exc:
-        _error(f"{where_of(url)}: {type(exc).__name__}: {str(exc).strip()}")
-        return 1
+    # A running account holds a connection (its lock) and borrows others to write.
+    concurrency = getattr(args, "concurrency", 1)
+    policy = SecretPolicy(
+        env_prefix=getattr(args, "secret_env_prefix", DEFAULT_ENV_PREFIX),
+        secrets_dir=getattr(args, "secrets_dir", None),
+    )
+    async with Jobs(
+        url,
+        stalled_after=getattr(args, "stalled_after", 30.0),
+        retry_cap=getattr(args, "retry_cap", 6 * 3600.0),
+        pool_size=max(10, 2 * concurrency + 4),
+        secret_policy=policy,
+    ) as jobs:
+        return await _dispatch(args, jobs)
 
 
 async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
@@ -141,7 +189,7 @@ async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
         await jobs.run_worker(
             concurrency=args.concurrency, wait=not args.until_idle, heartbeat=args.heartbeat
         )
-        return 0
+        return 1 if args.until_idle and jobs.failed_runs else 0
     if args.command == "enqueue":
         return await _enqueue(args, jobs)
     return await _status(args, jobs)
@@ -209,19 +257,26 @@ async def _enqueue(args: argparse.Namespace, jobs: Jobs) -> int:
 
 
 async def _status(args: argparse.Namespace, jobs: Jobs) -> int:
-    from invoicing_async._jobs.status import account_statuses
+    from invoicing_async._jobs.status import account_statuses, problems
 
     async with jobs.pool.connection() as conn:
         rows = await account_statuses(conn)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
+    else:
+        for r in rows:
+            due = r.due_at.isoformat(timespec="seconds") if r.due_at else "queued or running"
+            last = "never run" if r.run_status is None else f"{r.run_status}, {r.requests} requests"
+            if r.run_status == "running":
+                last += f", {r.done}/{r.total}"
+            if r.failures > 1:
+                last += f", {r.failures} failures in a row"
+            if r.error:
+                last += f" ({r.error})"
+            print(f"{r.account}: {last}; due {due}")
+    if not args.check:
         return 0
-    for r in rows:
-        due = r.due_at.isoformat(timespec="seconds") if r.due_at else "queued or running"
-        last = "never run" if r.run_status is None else f"{r.run_status}, {r.requests} requests"
-        if r.run_status == "running":
-            last += f", {r.done}/{r.total}"
-        if r.error:
-            last += f" ({r.error})"
-        print(f"{r.account}: {last}; due {due}")
-    return 0
+    found = problems(rows, overdue_margin=args.overdue_margin)
+    for line in found:
+        print(f"check: {line}", file=sys.stderr)
+    return 1 if found else 0

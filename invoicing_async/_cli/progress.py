@@ -1,7 +1,8 @@
 """A tqdm progress bar fed by the sync engine's progress callback.
 
 `tqdm.auto` draws a widget in notebooks (one line that updates, not a chunk of stderr
-per batch) and text elsewhere.
+per batch) and text elsewhere; on stderr it draws only on a terminal (redirected output
+gets no ``\r`` frames).
 """
 
 from __future__ import annotations
@@ -10,18 +11,23 @@ from typing import IO
 
 from tqdm.auto import tqdm
 
+from invoicing_async._account_run import AccountRun, RunObserver
 from invoicing_async._sync.report import SyncProgress
 
 __all__ = ["ProgressBar"]
 
 
-class ProgressBar:
-    """Shows invoices fetched, requests spent and the budget left; draws on stderr."""
+class ProgressBar(RunObserver):
+    """Shows invoices fetched, requests spent and the budget left; draws on stderr when
+    it is a terminal, or on the `file` given."""
 
     def __init__(self, label: str, *, file: IO[str] | None = None) -> None:
         self._bar: tqdm[None] | None = None
         self._label = label
         self._file = file
+
+    def progress(self, _run: AccountRun, progress: SyncProgress) -> None:
+        self.update(progress)
 
     def update(self, progress: SyncProgress) -> None:
         bar = self._bar
@@ -35,6 +41,7 @@ class ProgressBar:
                 unit="inv",
                 leave=True,
                 file=self._file,
+                disable=None if self._file is None else False,
             )
         else:
             bar.update(progress.done - bar.n)

@@ -8,23 +8,20 @@ run reports the account as `locked` and leaves it alone.
 from __future__ import annotations
 
 import asyncio
-import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, get_args
 
-import attrs
 from filelock import FileLock, Timeout
 
 import invoicing_async as ia
+from invoicing_async._account_run import AccountRun, RunOutcome, RunStatus, exit_code
 from invoicing_async._cli.accounts_file import AccountConfig
-from invoicing_async._sync.engine import SyncEngine
-from invoicing_async._sync.report import SyncReport
+from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync.sqlite import SQLiteStore
 
-__all__ = ["AccountOutcome", "StoreLock", "exit_code", "summary", "sync_account", "sync_many"]
-
-Status = Literal["complete", "incomplete", "budget", "locked", "error"]
+__all__ = ["StoreLock", "summary", "sync_account", "sync_many"]
 
 
 class StoreLock:
@@ -45,23 +42,16 @@ class StoreLock:
     def release(self) -> None:
         self._lock.release()
 
-
-@attrs.frozen
-class AccountOutcome:
-    """What became of one account in a `sync-many` run."""
-
-    name: str
-    status: Status
-    report: SyncReport | None = None
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "error": self.error,
-            "report": None if self.report is None else self.report.to_dict(),
-        }
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[bool]:
+        """The lock for a run: yields whether it was taken (released on the way out)."""
+        if not self.acquire():
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.release()
 
 
 async def sync_account(
@@ -70,42 +60,27 @@ async def sync_account(
     wait_for_budget: bool = False,
     budget_url: str | None = None,
     reserve: int = 0,
-) -> AccountOutcome:
+) -> RunOutcome:
     """Sync one account under its store lock; every failure becomes an outcome.
 
     `budget_url` shares each account's budget (keyed by its host) with other processes.
+    The accounts file was written by whoever runs the command, so its secret references
+    are not confined (`SecretPolicy.unconfined`): only files are checked (regular,
+    owner-only) and read off the loop with a timeout.
     """
     config.db.parent.mkdir(parents=True, exist_ok=True)
-    lock = StoreLock(config.db)
-    if not lock.acquire():
-        return AccountOutcome(config.name, "locked", error=f"another run holds {lock.path}")
-    budget = None
-    try:
-        budget = ia.RateBudget(shared=budget_url, reserve=reserve)
-        context = ssl.create_default_context(cafile=str(config.ca_file)) if config.ca_file else None
-        async with (
-            ia.InvoicingClient(
-                config.base_url,
-                auth=config.auth(),
-                format=config.format,
-                ssl=context,
-                budget=budget,
-            ) as client,
-            SQLiteStore(config.db) as store,
-        ):
-            report = await SyncEngine(client, store, wait_for_budget=wait_for_budget).run()
-    except ia.RateLimitExceeded as exc:
-        return AccountOutcome(config.name, "budget", error=str(exc))
-    except (ia.InvoicingError, OSError, ssl.SSLError, ValueError) as exc:
-        return AccountOutcome(config.name, "error", error=str(exc))
-    finally:
-        lock.release()
-        if budget is not None:
-            await budget.close()
-    if report.complete:
-        return AccountOutcome(config.name, "complete", report)
-    status: Status = "budget" if report.stopped_for_budget else "incomplete"
-    return AccountOutcome(config.name, status, report)
+    return await AccountRun(
+        account=config.name,
+        base_url=config.base_url,
+        auth=config.credentials(),
+        open_store=lambda: SQLiteStore(config.db),
+        new_budget=lambda: ia.RateBudget(shared=budget_url, reserve=reserve),
+        format=config.format,
+        ca_file=config.ca_file,
+        lock=StoreLock(config.db).held,
+        secret_policy=SecretPolicy.unconfined(),
+        wait_for_budget=wait_for_budget,
+    ).run()
 
 
 async def sync_many(
@@ -113,14 +88,14 @@ async def sync_many(
     *,
     concurrency: int = 8,
     wait_for_budget: bool = False,
-    on_done: Callable[[AccountOutcome], None] | None = None,
+    on_done: Callable[[RunOutcome], None] | None = None,
     budget_url: str | None = None,
     reserve: int = 0,
-) -> list[AccountOutcome]:
+) -> list[RunOutcome]:
     """Sync every account, `concurrency` at a time; outcomes in the file's order."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
-    async def one(config: AccountConfig) -> AccountOutcome:
+    async def one(config: AccountConfig) -> RunOutcome:
         async with gate:
             outcome = await sync_account(
                 config, wait_for_budget=wait_for_budget, budget_url=budget_url, reserve=reserve
@@ -132,22 +107,14 @@ async def sync_many(
     return list(await asyncio.gather(*(one(c) for c in accounts)))
 
 
-def exit_code(outcomes: Sequence[AccountOutcome]) -> int:
-    """As `sync`: 1 if any account failed, else 3 if any is not complete, else 0."""
-    statuses = {o.status for o in outcomes}
-    if "error" in statuses:
-        return 1
-    return 0 if statuses <= {"complete"} else 3
-
-
-def summary(outcomes: Sequence[AccountOutcome]) -> dict[str, Any]:
+def summary(outcomes: Sequence[RunOutcome]) -> dict[str, Any]:
     """The JSON summary: one entry per account, counts per status, requests spent."""
-    counts = dict.fromkeys(("complete", "incomplete", "budget", "locked", "error"), 0)
+    counts = dict.fromkeys((s for s in get_args(RunStatus) if s != "lost"), 0)
     for outcome in outcomes:
         counts[outcome.status] += 1
     return {
         "accounts": [o.to_dict() for o in outcomes],
         "counts": counts,
-        "requests": sum(o.report.requests for o in outcomes if o.report is not None),
+        "requests": sum(o.requests for o in outcomes),
         "exit_code": exit_code(outcomes),
     }

@@ -1,25 +1,23 @@
 """Accounts in PostgreSQL: what to sync and where its secrets live, never the secrets.
 
 A secret reference is ``env:VAR`` (an environment variable of the worker) or
-``file:/path`` (a file readable by its owner only, checked each time it is read, as
-`sync-many` checks its accounts files). Secrets are resolved by the worker that runs the
-job, at the start of the run: job arguments carry the account's name only.
+``file:/path`` (a file readable by its owner only), see `_secrets`. Secrets are read by
+the worker that runs the job, at the start of the run, under the worker's own
+`SecretPolicy`: job arguments carry the account's name only.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
 
 import invoicing_async as ia
-from invoicing_async._cli.accounts_file import AccountsFileError, read_secret_file
+from invoicing_async._account_run import Credentials
+from invoicing_async._secrets import SecretError, parse_secret_ref
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -33,13 +31,10 @@ __all__ = [
     "add_account",
     "get_account",
     "list_accounts",
-    "parse_secret_ref",
     "remove_account",
-    "resolve_secret",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _COLUMNS = (
     "name, base_url, host, format, auth, username, secret_ref, token, token_secret_ref,"
@@ -49,37 +44,6 @@ _COLUMNS = (
 
 class AccountError(ia.InvoicingError):
     """An account cannot be added or used; the message names the account and why."""
-
-
-def parse_secret_ref(ref: str, what: str = "secret") -> str:
-    """Check a secret reference (``env:VAR`` or ``file:/absolute/path``); returns it.
-
-    A value that looks like anything else is refused, so a secret pasted by mistake is
-    neither stored nor echoed back in the error.
-    """
-    kind, _, rest = ref.partition(":")
-    if kind == "env" and _ENV.fullmatch(rest):
-        return ref
-    if kind == "file" and rest.startswith("/"):
-        return ref
-    raise AccountError(
-        f"{what} must be a reference, env:VARIABLE or file:/absolute/path (the value given "
-        "is not shown: if it was the secret itself, it was not stored)"
-    )
-
-
-def resolve_secret(account: str, ref: str, what: str = "secret") -> str:
-    """Read the secret a reference names, now: the variable, or the owner-only file."""
-    kind, _, rest = parse_secret_ref(ref, what).partition(":")
-    if kind == "env":
-        value = os.environ.get(rest)
-        if value is None:
-            raise AccountError(f"account {account!r}: ${rest} ({what}) is not set")
-        return value
-    try:
-        return read_secret_file(account, what, Path(rest))
-    except AccountsFileError as exc:
-        raise AccountError(str(exc)) from None
 
 
 @attrs.frozen
@@ -101,24 +65,15 @@ class Account:
     due_at: dt.datetime | None = None
     created_at: dt.datetime | None = None
 
-    def credentials(self) -> ia.Auth:
-        """The account's credentials, reading its secrets now (at the start of a run)."""
-        secret = resolve_secret(self.name, self.secret_ref, "secret")
-        if self.auth == "oauth1":
-            if not self.token or not self.token_secret_ref:
-                raise AccountError(f"account {self.name!r}: OAuth 1 needs a token and its secret")
-            token_secret = resolve_secret(self.name, self.token_secret_ref, "token secret")
-            return ia.OAuth1Auth(self.username, secret, self.token, token_secret)
-        return ia.BasicAuth(self.username, secret)
-
-    def secrets(self) -> list[str]:
-        """The secrets' current values, to redact from error texts (empty if unreadable)."""
-        found = []
-        for ref in (self.secret_ref, self.token_secret_ref):
-            if ref:
-                with contextlib.suppress(AccountError):
-                    found.append(resolve_secret(self.name, ref))
-        return [s for s in found if s]
+    def credentials(self) -> Credentials:
+        """The account's credentials by reference (the run reads the secrets)."""
+        return Credentials(
+            self.username,
+            self.secret_ref,
+            oauth1=self.auth == "oauth1",
+            token=self.token,
+            token_secret=self.token_secret_ref,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """For `accounts list --json`: references as they are, times in ISO 8601."""
@@ -166,15 +121,22 @@ def new_account(
         format="json" if format == "json" else "xml",
         auth="oauth1" if oauth1 else "basic",
         username=username,
-        secret_ref=parse_secret_ref(secret),
+        secret_ref=_reference(secret, "secret"),
         token=token if oauth1 else None,
-        token_secret_ref=parse_secret_ref(token_secret, "token secret")
+        token_secret_ref=_reference(token_secret, "token secret")
         if oauth1 and token_secret
         else None,
         ca_file=ca_file,
         hourly_limit=hourly_limit,
         every_seconds=every_seconds,
     )
+
+
+def _reference(text: str, what: str) -> str:
+    try:
+        return str(parse_secret_ref(text, what))
+    except SecretError as exc:
+        raise AccountError(str(exc)) from None
 
 
 async def add_account(conn: Conn, account: Account) -> bool:

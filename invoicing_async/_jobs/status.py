@@ -8,9 +8,12 @@ run never ends without the account becoming due again.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from invoicing_async._account_run import RunOutcome
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -20,32 +23,59 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AccountStatus",
-    "Outcome",
-    "RunStatus",
     "account_statuses",
+    "failure_streak",
     "finish_run",
     "mark_lost",
+    "next_due",
+    "problems",
     "record_progress",
     "start_run",
 ]
 
-RunStatus = Literal["complete", "incomplete", "budget", "error", "locked", "lost"]
+#: Seconds a `locked` account waits before it is due again.
+LOCKED_RETRY = 300.0
+# The account `a`'s failures in a row: its error runs since the last run that got through
+# (`locked` and `lost` runs say nothing of the account and neither end nor extend a streak).
+_FAILURES = (
+    "(SELECT count(*) FROM invoicing_runs f WHERE f.account = a.name AND f.status = 'error'"
+    " AND f.id > coalesce((SELECT max(e.id) FROM invoicing_runs e WHERE e.account = a.name"
+    " AND e.status IN ('complete', 'incomplete', 'budget')), 0))"
+)
 
 
-@attrs.frozen
-class Outcome:
-    """How a run ended, and when its account is due again (seconds from now)."""
+def next_due(
+    outcome: RunOutcome,
+    *,
+    every: float,
+    retry_after: float,
+    retry_cap: float,
+    failures_before: int,
+) -> float:
+    """Seconds until the account is due again after this outcome.
 
-    status: RunStatus
-    due_in: float
-    requests: int = 0
-    created: int = 0
-    updated: int = 0
-    deleted: int = 0
-    done: int = 0
-    total: int = 0
-    eta: float | None = None
-    error: str | None = None
+    A failing account (wrong password, host down) backs off exponentially: `retry_after`,
+    then twice that, and so on up to `retry_cap`, counting the failures in a row before
+    this one; any other outcome ends the streak.
+    """
+    if outcome.status == "complete":
+        return every
+    if outcome.status == "budget":
+        return outcome.eta if outcome.eta is not None else 3600.0
+    if outcome.status == "locked":
+        return LOCKED_RETRY
+    if outcome.status == "incomplete":
+        return min(retry_after, every)
+    return min(retry_cap, retry_after * 2.0 ** min(failures_before, 32))
+
+
+async def failure_streak(conn: Conn, account: str) -> int:
+    """How many of the account's latest runs failed in a row."""
+    cursor = await conn.execute(
+        f"SELECT {_FAILURES} FROM invoicing_accounts a WHERE a.name = %s", (account,)
+    )
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
 
 
 async def start_run(conn: Conn, account: str, job_id: int | None, worker: str | None) -> int:
@@ -68,8 +98,9 @@ async def record_progress(conn: Conn, run_id: int, done: int, total: int, reques
     )
 
 
-async def finish_run(conn: Conn, run_id: int, account: str, outcome: Outcome) -> None:
-    """Record the outcome and make the account due again, in one transaction."""
+async def finish_run(conn: Conn, run_id: int, outcome: RunOutcome) -> None:
+    """Record the outcome and make the account due again (`outcome.due_in`; now when it
+    has none), in one transaction."""
     async with conn.transaction():
         await conn.execute(
             "UPDATE invoicing_runs SET status = %s, requests = %s, created = %s, updated = %s,"
@@ -91,7 +122,7 @@ async def finish_run(conn: Conn, run_id: int, account: str, outcome: Outcome) ->
         await conn.execute(
             "UPDATE invoicing_accounts SET due_at = now() + make_interval(secs => %s)"
             " WHERE name = %s",
-            (max(0.0, outcome.due_in), account),
+            (max(0.0, outcome.due_in or 0.0), outcome.account),
         )
 
 
@@ -128,6 +159,7 @@ class AccountStatus:
     eta_seconds: float | None
     error: str | None
     worker: str | None
+    failures: int
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -140,9 +172,31 @@ async def account_statuses(conn: Conn) -> list[AccountStatus]:
     """Every account with its latest run, by name."""
     cursor = await conn.execute(
         "SELECT a.name, a.host, a.due_at, r.status, r.started_at, r.finished_at, r.requests,"
-        " r.created, r.updated, r.deleted, r.done, r.total, r.eta_seconds, r.error, r.worker"
+        " r.created, r.updated, r.deleted, r.done, r.total, r.eta_seconds, r.error, r.worker,"
+        f" {_FAILURES}"
         " FROM invoicing_accounts a LEFT JOIN LATERAL ("
         "   SELECT * FROM invoicing_runs WHERE account = a.name ORDER BY id DESC LIMIT 1"
         " ) r ON true ORDER BY a.name"
     )
     return [AccountStatus(*row) for row in await cursor.fetchall()]
+
+
+def problems(
+    rows: Sequence[AccountStatus],
+    *,
+    overdue_margin: float,
+    now: dt.datetime | None = None,
+) -> list[str]:
+    """What `status --check` alerts on: accounts whose last run failed (or was lost), and
+    accounts due more than `overdue_margin` seconds ago and not yet queued."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    found = []
+    for row in rows:
+        if row.run_status in ("error", "lost"):
+            streak = f" ({row.failures} in a row)" if row.failures > 1 else ""
+            found.append(f"{row.account}: last run {row.run_status}{streak}: {row.error}")
+        elif row.due_at is not None:
+            late = (now - row.due_at).total_seconds()
+            if late > overdue_margin:
+                found.append(f"{row.account}: overdue by {late:.0f}s")
+    return found

@@ -8,32 +8,44 @@ lock on its account, so that a worker declared lost that was only cut off cannot
 its successor. Nothing is deferred into the future (procrastinate #1599: a future job
 holding a lock blocks others): an account's `due_at` says when it is due, and the
 dispatcher, a periodic task, queues it then. Jobs carry the account's name only.
+
+A worker process has one connection pool (`Jobs.pool`), shared by its runs' stores, its
+budget store and procrastinate (``App.open_async(pool=...)``), plus the one connection
+procrastinate keeps outside any pool to LISTEN for new jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
-import ssl
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import invoicing_async as ia
-from invoicing_async._budget.stores import open_budget_store
-from invoicing_async._jobs.accounts import Account, AccountError, get_account
+from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
+from invoicing_async._budget import postgres as budget_postgres
+from invoicing_async._budget.postgres import PostgresBudgetStore
+from invoicing_async._extras import install_hint
+from invoicing_async._jobs import schema
+from invoicing_async._jobs.accounts import Account, get_account
 from invoicing_async._jobs.status import (
-    Outcome,
+    failure_streak,
     finish_run,
     mark_lost,
+    next_due,
     record_progress,
     start_run,
 )
-from invoicing_async._sync import postgres_schema
-from invoicing_async._sync.engine import SyncEngine
+from invoicing_async._postgres import locks, migrations
+from invoicing_async._postgres.connect import connection_pool, where_of
+from invoicing_async._secrets import SecretPolicy
+from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
-from invoicing_async._sync.postgres_connect import connection_pool
-from invoicing_async._sync.report import SyncProgress, SyncReport
+from invoicing_async._sync.report import SyncProgress
 from invoicing_async.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -50,8 +62,8 @@ logger = logging.getLogger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
-#: Advisory lock key of installing procrastinate's schema (the store's is ...129).
-_PROCRASTINATE_SCHEMA_LOCK = 7305841960130
+#: What `db migrate` applies: the store's, the budget's and our own tables.
+COMPONENTS = (store_postgres.SCHEMA, budget_postgres.SCHEMA, schema.SCHEMA)
 # An account is queued (due_at NULL) between the dispatcher's update and its defer, and
 # while its job waits or runs. One whose job is gone (a dispatcher killed in between, a
 # job deleted by hand) is due again; at worst a run more, never an account forgotten.
@@ -62,7 +74,7 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
         (j.status = 'todo' AND j.queueing_lock = a.name)
         OR (j.status = 'doing' AND j.lock = a.name)))
 """
-_INSTALL = "jobs and workers need procrastinate: pip install 'invoicing-async[postgres]'"
+_INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
 
 
 def require_procrastinate() -> None:
@@ -73,18 +85,14 @@ def require_procrastinate() -> None:
         raise ConfigurationError(_INSTALL) from None
 
 
-def _redact(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
-
-
 class Jobs:
     """Our tables and procrastinate's app on one database; open with ``async with``.
 
     `stalled_after`: seconds without a heartbeat after which a worker's running jobs are
-    declared lost and their accounts due again. `retry_after`: seconds before an account
-    whose run failed is due again.
+    declared lost and their accounts queued again. `retry_after`: seconds before an
+    account whose run failed is due again, doubled with each failure in a row up to
+    `retry_cap`. `secret_policy`: which secret references this worker may read (its own
+    configuration, never the database's). `observers` are told of every run.
     """
 
     def __init__(
@@ -93,8 +101,11 @@ class Jobs:
         *,
         stalled_after: float = 30.0,
         retry_after: float = 900.0,
+        retry_cap: float = 6 * 3600.0,
         pool_size: int = 10,
         engine_concurrency: int = 4,
+        secret_policy: SecretPolicy | None = None,
+        observers: Sequence[RunObserver] = (),
     ) -> None:
         require_procrastinate()
         import procrastinate
@@ -102,11 +113,17 @@ class Jobs:
         self.database_url = database_url
         self.stalled_after = stalled_after
         self.retry_after = retry_after
+        self.retry_cap = retry_cap
         self.engine_concurrency = engine_concurrency
+        self.secret_policy = secret_policy if secret_policy is not None else SecretPolicy()
+        self.observers = tuple(observers)
+        #: Runs of this process that ended in error (`worker --until-idle` exits 1 if any).
+        self.failed_runs = 0
+        # The worker's one pool: runs, their budget and procrastinate borrow from it.
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
-        # One budget store (one small pool) for every run of this worker, not one a run.
-        self.budget_store = open_budget_store(database_url, timeout=5.0)
-        connector = procrastinate.PsycopgConnector(conninfo=database_url, max_size=pool_size)
+        self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
+        # Given our pool when the app opens; the URL serves only a use before that.
+        connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
         self._register(self.app)
 
@@ -126,9 +143,9 @@ class Jobs:
         self.sync_task = sync_account
 
     async def __aenter__(self) -> Jobs:
-        await self.pool.open(wait=True, timeout=10)
+        await self.pool.open()  # a wrong URL fails here, at once, with the server's reason
         try:
-            await self.app.open_async()
+            await self.app.open_async(pool=self.pool)
         except BaseException:
             await self.pool.close()
             raise
@@ -141,18 +158,20 @@ class Jobs:
 
     # -- schema ----------------------------------------------------------------------------
 
-    async def migrate(self) -> list[int]:
-        """Our migrations, then procrastinate's schema if absent; idempotent, race-safe."""
+    async def migrate(self) -> list[str]:
+        """The store's, the budget's and our migrations, then procrastinate's schema if
+        absent; idempotent, race-safe. The names of the migrations applied."""
         from procrastinate.schema import SchemaManager
 
-        applied = await postgres_schema.migrate(self.database_url)
+        async with self.pool.connection() as conn:
+            applied = await migrations.apply(conn, COMPONENTS, where_of(self.database_url))
         async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PROCRASTINATE_SCHEMA_LOCK,))
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
             cursor = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
             row = await cursor.fetchone()
             if row is not None and not row[0]:
                 await conn.execute(SchemaManager.get_schema())
-        return applied
+        return [f"{m.component}/{m.name}" for m in applied]
 
     # -- queueing --------------------------------------------------------------------------
 
@@ -203,7 +222,8 @@ class Jobs:
         return queued
 
     async def recover_stalled(self) -> list[str]:
-        """Jobs of workers silent for `stalled_after` seconds fail; their accounts are due."""
+        """Jobs of workers silent for `stalled_after` seconds fail; their accounts are
+        queued again at once."""
         from procrastinate.jobs import Status
 
         manager = self.app.job_manager
@@ -222,7 +242,23 @@ class Jobs:
             async with self.pool.connection() as conn:
                 await mark_lost(conn, ids, accounts)
             logger.warning("recovered %d jobs of stalled workers: %s", len(ids), accounts)
+            await self.enqueue(accounts)
         return accounts
+
+    async def watch_stalled(
+        self,
+        interval: float,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """Recover stalled workers' jobs every `interval` seconds, until cancelled: a
+        killed worker's account runs again within `stalled_after + interval`, not at the
+        dispatcher's next minute."""
+        while True:
+            await sleep(interval)
+            try:
+                await self.recover_stalled()
+            except Exception as exc:  # the next tick tries again; the worker goes on
+                logger.warning("recovering stalled jobs failed: %s", exc)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -240,16 +276,23 @@ class Jobs:
         of lost workers, stay for inspection.
         """
         await self.dispatch()
-        await self.app.run_worker_async(
-            concurrency=concurrency,
-            wait=wait,
-            name=f"{socket.gethostname()}:{os.getpid()}",
-            update_heartbeat_interval=heartbeat,
-            stalled_worker_timeout=self.stalled_after,
-            install_signal_handlers=install_signal_handlers,
-            # The runs table is the history; succeeded jobs would only pile up.
-            delete_jobs="successful",
+        watchdog = asyncio.create_task(
+            self.watch_stalled(max(0.1, min(heartbeat, self.stalled_after / 2)))
         )
+        try:
+            await self.app.run_worker_async(
+                concurrency=concurrency,
+                wait=wait,
+                name=f"{socket.gethostname()}:{os.getpid()}",
+                update_heartbeat_interval=heartbeat,
+                stalled_worker_timeout=self.stalled_after,
+                install_signal_handlers=install_signal_handlers,
+                # The runs table is the history; succeeded jobs would only pile up.
+                delete_jobs="successful",
+            )
+        finally:
+            watchdog.cancel()
+            await asyncio.gather(watchdog, return_exceptions=True)
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
         """Sync one account now and record the run; its status."""
@@ -258,92 +301,73 @@ class Jobs:
             if account is None:
                 logger.info("account %r was removed before its job ran", name)
                 return "gone"
+            failures = await failure_streak(conn, name)
             run_id = await start_run(conn, name, job_id, worker)
+        progress = _Progress(self.pool, run_id)
         try:
-            outcome = await self._locked_run(account, run_id)
+            outcome = await self.account_run(account, failures, progress).run()
         except asyncio.CancelledError:
-            stopped = Outcome("error", due_in=0, error="stopped: the worker shut down")
-            await asyncio.shield(self._finish(run_id, name, stopped))
+            stopped = RunOutcome(name, "error", error="stopped: the worker shut down", due_in=0)
+            await asyncio.shield(self._finish(run_id, stopped))
             raise
-        await self._finish(run_id, name, outcome)
-        logger.info("account %r: %s, %d requests", name, outcome.status, outcome.requests)
+        finally:
+            await progress.stop()
+        await self._finish(run_id, outcome)
+        if outcome.status == "error":
+            self.failed_runs += 1
         return outcome.status
 
-    async def _finish(self, run_id: int, name: str, outcome: Outcome) -> None:
-        async with self.pool.connection() as conn:
-            await finish_run(conn, run_id, name, outcome)
+    def account_run(
+        self, account: Account, failures: int = 0, *observers: RunObserver
+    ) -> AccountRun:
+        """The run of `account` as this worker makes it (its budget store, its secrets)."""
+        return AccountRun(
+            account=account.name,
+            base_url=account.base_url,
+            auth=account.credentials(),
+            open_store=lambda: PostgresStore(self.pool, account=account.name, migrate=False),
+            new_budget=lambda: ia.RateBudget(
+                account.hourly_limit, key=account.host, store=self.budget_store
+            ),
+            format=account.format,
+            ca_file=account.ca_file,
+            lock=functools.partial(self._account_lock, account.name),
+            secret_policy=self.secret_policy,
+            concurrency=self.engine_concurrency,
+            observers=(*observers, *self.observers),
+            schedule=functools.partial(
+                next_due,
+                every=account.every_seconds,
+                retry_after=self.retry_after,
+                retry_cap=self.retry_cap,
+                failures_before=failures,
+            ),
+        )
 
-    async def _locked_run(self, account: Account, run_id: int) -> Outcome:
-        key = f"invoicing-account:{account.name}"
+    async def _finish(self, run_id: int, outcome: RunOutcome) -> None:
+        async with self.pool.connection() as conn:
+            await finish_run(conn, run_id, outcome)
+
+    @asynccontextmanager
+    async def _account_lock(self, name: str) -> AsyncIterator[bool]:
+        """The account's advisory lock for the run, held on a connection of its own;
+        yields False (and holds nothing) when another run has it."""
+        key = locks.ACCOUNT_RUN.name(name)
         async with self.pool.connection() as conn:
             cursor = await conn.execute(
                 "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
             )
             row = await cursor.fetchone()
             if row is None or not row[0]:
-                return Outcome(
-                    "locked", due_in=300, error="another run of this account holds its lock"
-                )
+                yield False
+                return
             try:
-                return await self._run(account, run_id)
+                yield True
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
-    async def _run(self, account: Account, run_id: int) -> Outcome:
-        secrets = account.secrets()
-        try:
-            auth = account.credentials()
-        except AccountError as exc:
-            return Outcome("error", due_in=self.retry_after, error=_redact(str(exc), secrets))
-        context = ssl.create_default_context(cafile=account.ca_file) if account.ca_file else None
-        budget = ia.RateBudget(account.hourly_limit, key=account.host, store=self.budget_store)
-        progress = _Progress(self.pool, run_id)
-        try:
-            async with (
-                ia.InvoicingClient(
-                    account.base_url, auth=auth, format=account.format, ssl=context, budget=budget
-                ) as client,
-                PostgresStore(self.pool, account=account.name, migrate=False) as store,
-            ):
-                engine = SyncEngine(
-                    client, store, concurrency=self.engine_concurrency, on_progress=progress.seen
-                )
-                report = await engine.run()
-        except ia.RateLimitExceeded as exc:
-            wait = exc.retry_after if exc.retry_after is not None else 3600.0
-            return Outcome("budget", due_in=wait, eta=wait, error=_redact(str(exc), secrets))
-        except Exception as exc:  # every failure is a recorded run, never a lost account
-            text = _redact(f"{type(exc).__name__}: {exc}", secrets)
-            return Outcome("error", due_in=self.retry_after, error=text)
-        finally:
-            await progress.stop()
-            await budget.close()
-        return self._outcome(account, report, secrets)
 
-    def _outcome(self, account: Account, report: SyncReport, secrets: list[str]) -> Outcome:
-        counts: dict[str, Any] = {
-            "requests": report.requests,
-            "created": report.created,
-            "updated": report.updated,
-            "deleted": report.deleted,
-            "done": report.listed - len(report.pending),
-            "total": report.listed,
-        }
-        errors = _redact("; ".join(report.errors), secrets) or None
-        if report.complete:
-            return Outcome("complete", due_in=account.every_seconds, **counts)
-        if report.stopped_for_budget:
-            eta = report.eta if report.eta is not None else 3600.0
-            return Outcome("budget", due_in=eta, eta=eta, error=errors, **counts)
-        return Outcome(
-            "incomplete",
-            due_in=min(self.retry_after, account.every_seconds),
-            error=errors,
-            **counts,
-        )
-
-
-class _Progress:
+class _Progress(RunObserver):
     """Writes a run's progress at most every 2 seconds, off the engine's path."""
 
     def __init__(self, pool: Pool, run_id: int) -> None:
@@ -352,7 +376,7 @@ class _Progress:
         self._latest: SyncProgress | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def seen(self, progress: SyncProgress) -> None:
+    def progress(self, _run: AccountRun, progress: SyncProgress) -> None:
         self._latest = progress
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._write())

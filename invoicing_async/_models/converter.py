@@ -21,6 +21,7 @@ from invoicing_async._models.payloads import field_specs, read_keys, snake_name
 from invoicing_async._wire.scalars import (
     INT64_MAX,
     INT64_MIN,
+    MAX_DEPTH,
     check_int_range,
     parse_bool,
     parse_date,
@@ -30,7 +31,7 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = ["converter", "structure", "to_dict"]
+__all__ = ["check_plain", "converter", "structure", "to_dict"]
 
 M = TypeVar("M", bound=Model)
 
@@ -154,16 +155,22 @@ def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, Model)
 
 
-def _plain_text_ok(value: Any) -> bool:
-    """`text_ok` over every string of a plain value (fields the models do not know)."""
+def check_plain(value: Any, depth: int = 1) -> None:
+    """A value of a field the models do not know, kept in `extra`: text that any encoding
+    can store, nested at most `MAX_DEPTH` levels (what the C check lets through is bound
+    by the same limit, so whatever a store keeps, this reads)."""
     cls = value.__class__
     if cls is str:
-        return text_ok(value)
-    if cls is dict:
-        return all(text_ok(k) and _plain_text_ok(v) for k, v in value.items())
-    if cls is list:
-        return all(_plain_text_ok(v) for v in value)
-    return True
+        if not text_ok(value):
+            raise DecodeError(_LONE_SURROGATE)
+    elif cls is dict or cls is list:
+        if depth > MAX_DEPTH:
+            raise DecodeError(f"nested more than {MAX_DEPTH} levels deep")
+        for key in value if cls is dict else ():
+            if not text_ok(key):
+                raise DecodeError(_LONE_SURROGATE)
+        for item in value.values() if cls is dict else value:
+            check_plain(item, depth + 1)
 
 
 # What a field's value is, so the hot loop takes the common cases without a call.
@@ -199,8 +206,11 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             if entry is None:
                 if extra is None:
                     extra = {}
-                if not _plain_text_ok(value):
-                    raise DecodeError(f"{cls_name}.{snake_name(key)}: {_LONE_SURROGATE}")
+                if value.__class__ is not int:
+                    try:
+                        check_plain(value)
+                    except DecodeError as exc:
+                        raise DecodeError(f"{cls_name}.{snake_name(key)}: {exc}") from None
                 extra[snake_name(key)] = value
                 continue
             name, hook, tp, kind = entry

@@ -1,4 +1,5 @@
-"""Models out of the package: JSON-safe dicts (money as strings) and pandas DataFrames.
+"""Models out of the package: JSON-safe dicts (money as strings) and pandas DataFrames
+(money as Arrow decimals).
 
 `json.dumps(model.to_dict())` fails on `Decimal` and `date`, and frameworks that coerce
 them (FastAPI) turn money into floats. These forms keep every digit.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 import typing
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -15,13 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from invoicing_async._extras import install_hint
 from invoicing_async._models.base import Model
 from invoicing_async._wire.scalars import format_datetime, format_decimal
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["details_dataframe", "invoices_dataframe", "to_jsonable"]
+__all__ = [
+    "MONEY_DECIMAL",
+    "RATE_DECIMAL",
+    "dataframes",
+    "decimal_type",
+    "details_dataframe",
+    "invoices_dataframe",
+    "scalar_columns",
+    "to_jsonable",
+]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -47,10 +59,19 @@ def to_jsonable(value: Any) -> Any:
 def _pandas() -> Any:
     try:
         import pandas
+        import pyarrow
     except ImportError:
-        raise ImportError("DataFrames need pandas: pip install 'invoicing-async[pandas]'") from None
-    return pandas
+        raise ImportError(f"DataFrames need pandas and pyarrow; {install_hint('pandas')}") from None
+    return pandas, pyarrow
 
+
+# Decimal columns as (precision, scale). Amounts come with at most two places (cents);
+# four hold the sub-cent unit prices a line may carry, and every sum stays exact. Rates
+# (`exchange_rate`, the `discount` percentage) get eight places. A value with more
+# places than its column is refused (never rounded).
+MONEY_DECIMAL = (18, 4)
+RATE_DECIMAL = (18, 8)
+_RATES = frozenset({"exchange_rate", "discount"})
 
 _KINDS: dict[type, str] = {
     bool: "bool",
@@ -62,8 +83,14 @@ _KINDS: dict[type, str] = {
 }
 
 
-def _scalar_columns(cls: type[Any]) -> dict[str, str]:
-    """Column name -> kind ("int", "decimal", "date", "datetime", "bool", "str")."""
+def decimal_type(name: str) -> tuple[int, int]:
+    """(precision, scale) of a decimal column: a rate's or money's."""
+    return RATE_DECIMAL if name in _RATES else MONEY_DECIMAL
+
+
+def scalar_columns(cls: type[Any]) -> dict[str, str]:
+    """Column name -> kind ("int", "decimal", "date", "datetime", "bool", "str") of the
+    scalar attributes of a model class (what frames and the dlt schema are made of)."""
     attrs.resolve_types(cls)
     columns: dict[str, str] = {}
     for field in attrs.fields(cls):
@@ -75,49 +102,113 @@ def _scalar_columns(cls: type[Any]) -> dict[str, str]:
 
 
 def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pandas.DataFrame:
-    pd = _pandas()
-    frame = pd.DataFrame({name: [row.get(name) for row in rows] for name in columns})
+    pd, pa = _pandas()
+    data: dict[str, Any] = {}
     for name, kind in columns.items():
-        if kind == "int":
-            frame[name] = frame[name].astype("Int64")
-        elif kind == "bool":
-            frame[name] = frame[name].astype("boolean")
-        elif kind == "str":
-            frame[name] = frame[name].astype("string")
+        values = [row.get(name) for row in rows]
+        if kind == "decimal":
+            # Documents hold amounts as text or integers. Arrow refuses a value with more
+            # places than the scale: nothing is rounded.
+            exact = [v if v is None or isinstance(v, Decimal) else Decimal(v) for v in values]
+            array = pa.array(exact, type=pa.decimal128(*decimal_type(name)))
+            data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "date":
-            frame[name] = pd.to_datetime(frame[name]).astype("datetime64[s]")
+            array = pa.array(values, type=pa.date32())
+            data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "datetime":
-            frame[name] = pd.to_datetime(frame[name], utc=True)
-        # "decimal": left as Decimal objects (dtype object), so money stays exact.
-    return frame
+            data[name] = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
+        else:
+            dtype = {"int": "Int64", "bool": "boolean", "str": "string"}[kind]
+            data[name] = pd.Series(values, dtype=dtype)
+    return pd.DataFrame(data)
+
+
+@functools.cache
+def _document_struct() -> Any:
+    """The strict struct of a stored document, `{"invoice": {…}}` (made once)."""
+    import msgspec
+
+    from invoicing_async._models.invoice import Invoice
+    from invoicing_async._models.strict_json import struct_for
+
+    return msgspec.defstruct("StrictDocument", [("invoice", struct_for(Invoice))])
+
+
+def _strict_document(document: bytes) -> Any:
+    """The invoice of a stored JSON document as its strict struct (typed in C, no model),
+    or None when the document does not fit it (the converter then reads it)."""
+    import msgspec
+
+    try:
+        decoded: Any = msgspec.json.decode(document, type=_document_struct())
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+    return decoded.invoice
+
+
+def _values(item: Any) -> dict[str, Any]:
+    """The attributes of a model or a strict struct, by name (lists left as they are)."""
+    if attrs.has(type(item)):
+        return attrs.asdict(item, recurse=False)
+    return {name: getattr(item, name) for name in item.__struct_fields__}
+
+
+def _rows(items: Iterable[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], type[Any]]:
+    """Invoice rows and line rows (with `invoice_id`) of models or stored JSON documents
+    (`{"invoice": {…}}` bytes, read without building a model when they fit the strict
+    structs), and the class whose columns the invoice rows have."""
+    from invoicing_async._models.documents import load_model
+    from invoicing_async._models.invoice import Invoice
+
+    cls: type[Any] = Invoice
+    invoices: list[dict[str, Any]] = []
+    lines: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            document = bytes(item)
+            item = _strict_document(document) or load_model(document, "json", Invoice)
+        else:
+            cls = type(item)
+        row = _values(item)
+        invoices.append(row)
+        for line in row.get("details") or ():
+            line_row = _values(line)
+            line_row["invoice_id"] = row.get("id")
+            lines.append(line_row)
+    return invoices, lines, cls
+
+
+def _line_columns() -> dict[str, str]:
+    from invoicing_async._models.invoice import InvoiceDetail
+
+    columns = scalar_columns(InvoiceDetail)
+    columns.pop("destroy", None)  # a request flag, never data
+    columns["invoice_id"] = "int"
+    return columns
 
 
 def invoices_dataframe(invoices: Iterable[Any]) -> pandas.DataFrame:
     """One row per invoice, one typed column per scalar attribute.
 
-    Ids and counts are nullable `Int64`, flags `boolean`, text `string`, dates
-    `datetime64`, datetimes UTC-aware; money stays `Decimal` (exact; `object` dtype):
-    convert with `.astype(float)` only where rounding is acceptable.
+    `invoices` are models (invoices or templates) or stored JSON documents
+    (`{"invoice": {…}}` bytes, as `SQLiteStore` keeps them). Money and rates are Arrow
+    decimals (`decimal128(18, 4)`, rates `(18, 8)`): exact, and summed in C
+    (`frame.total_price_incl_tax.sum()` is a `Decimal`); dates are Arrow `date32`,
+    datetimes UTC-aware; ids and counts nullable `Int64`, flags `boolean`, text
+    `string`. `frame.to_parquet()` keeps every digit.
     """
-    items = list(invoices)
-    if not items:
-        from invoicing_async._models.invoice import Invoice
-
-        return _frame([], _scalar_columns(Invoice))
-    return _frame([attrs.asdict(i, recurse=False) for i in items], _scalar_columns(type(items[0])))
+    rows, _, cls = _rows(invoices)
+    return _frame(rows, scalar_columns(cls))
 
 
 def details_dataframe(invoices: Iterable[Any]) -> pandas.DataFrame:
-    """One row per line of the given invoices (or templates), with the typed columns of
-    `invoices_dataframe`; `invoice_id` links each line to its invoice."""
-    from invoicing_async._models.invoice import InvoiceDetail
+    """One row per line of the given invoices (models or documents, as for
+    `invoices_dataframe`), typed alike; `invoice_id` links each line to its invoice."""
+    _, lines, _ = _rows(invoices)
+    return _frame(lines, _line_columns())
 
-    rows: list[dict[str, Any]] = []
-    for invoice in invoices:
-        for line in getattr(invoice, "details", []):
-            row = attrs.asdict(line, recurse=False)
-            row["invoice_id"] = getattr(invoice, "id", None)
-            rows.append(row)
-    columns = _scalar_columns(InvoiceDetail)
-    columns["invoice_id"] = "int"
-    return _frame(rows, columns)
+
+def dataframes(invoices: Iterable[Any]) -> tuple[pandas.DataFrame, pandas.DataFrame]:
+    """`invoices_dataframe` and `details_dataframe` of the same invoices, read once."""
+    rows, lines, cls = _rows(invoices)
+    return _frame(rows, scalar_columns(cls)), _frame(lines, _line_columns())

@@ -281,10 +281,11 @@ def dump_changes(cls: type[Model], changes: Mapping[str, Any], fmt: Format) -> b
     return _request(ROOTS[cls][0], changes_to_wire(cls, changes, fmt=fmt), fmt)
 
 
-def dump_send(email: str, invoice_email: str, send_method: str, fmt: Format) -> bytes:
-    """The send_invoice / send_reminder body: `<invoice><email/><invoice-email/>…`."""
+def dump_send(email: str | None, invoice_email: str | None, send_method: str, fmt: Format) -> bytes:
+    """The send_invoice / send_reminder body: `<invoice><email/><invoice-email/>…`; an
+    address or text given as None is left out (the service then uses its own)."""
     data = {"email": email, "invoice_email": invoice_email, "send_method": str(send_method)}
-    return _request("invoice", {wire_key(k, fmt): v for k, v in data.items()}, fmt)
+    return _request("invoice", {wire_key(k, fmt): v for k, v in data.items() if v is not None}, fmt)
 
 
 def dump_filter(parameters: Mapping[str, Any], fmt: Format, *, root: str = "filter") -> bytes:

@@ -1,17 +1,19 @@
 """Invoices as a store keeps them: each one's JSON document as decoded, the columns a
 store indexes, and the model, built only when someone asks for it.
 
-A sync writes thousands of invoices it never looks at. In JSON, each member of a
-sync-fetch reply is checked in C against the models' strict structs (`strict_json`)
-and kept as the bytes the service sent: no model is built and nothing is encoded
-again. A member the check is not sure of is read by the converter, as always, and one
-the converter refuses is set aside with its id and field. XML is read into models
-(the check is the converter itself) and each tree is written once as JSON.
+A sync-fetch reply is read one way per format, each member judged on its own: one that
+cannot be read (a bad value, an id past 64 bits, a member under another root) is set
+aside with its id and field, and its neighbours are kept. In JSON, the members are split
+without reading their values; each is checked in C against the models' strict structs
+(`strict_json`) and kept as the bytes the service sent, and one the check is not sure of
+is read by the converter. XML members are read into models (the check is the converter
+itself) and each tree is written once as JSON.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from typing import Any
 
 import attrs
 
@@ -20,27 +22,30 @@ from invoicing_async._models.documents import (
     Format,
     MemberError,
     dump_model,
-    load_each,
     load_model,
     member_id,
     unwrap_member,
 )
 from invoicing_async._models.invoice import Invoice
-from invoicing_async._models.payloads import unwrap_root
+from invoicing_async._models.payloads import snake_name, unwrap_root
 from invoicing_async._models.strict_json import checked_invoice, invoice_columns
-from invoicing_async._wire.json import decode_json, encode_document, split_json_array
+from invoicing_async._wire.json import decode_json, encode_document, split_members
+from invoicing_async._wire.xml import BadMember, decode_xml_members
 from invoicing_async.errors import DecodeError
 
-__all__ = ["InvoiceDocument", "as_documents", "load_invoice_documents"]
+__all__ = ["InvoiceDocument", "load_invoice_documents"]
 
 
 @attrs.define
 class InvoiceDocument:
-    """One fetched invoice for a store: `document` is `{"invoice": {…}}` as JSON bytes
-    (what `SQLiteStore` and `PostgresStore` keep), with the columns they index.
+    """One fetched invoice as a store receives it (what `Store.apply_documents` takes):
+    `document` is `{"invoice": {…}}` as JSON bytes, what `SQLiteStore` and
+    `PostgresStore` keep, with the columns they index; a store that keeps models calls
+    `model()`.
 
-    `model()` builds the `Invoice` on first use. The document is known to read: it was
-    checked, or read into that model, before this object was made.
+    The document is known to read: it was checked, or read into that model, before this
+    object was made. `model()` builds the `Invoice` on first use, from the content the
+    check already parsed when there is one (a member is parsed once, whoever asks).
     """
 
     # In the order of `strict_json.Columns`.
@@ -51,11 +56,14 @@ class InvoiceDocument:
     contact_id: int | None
     document: bytes = attrs.field(repr=False)
     _model: Invoice | None = attrs.field(default=None, repr=False, eq=False, alias="model")
+    _content: dict[str, Any] | None = attrs.field(
+        default=None, repr=False, eq=False, alias="content"
+    )
 
     @classmethod
     def of(cls, invoice: Invoice, document: bytes | None = None) -> InvoiceDocument:
         """The document of a model: `document` when given (it must hold that invoice),
-        else the model written as JSON now."""
+        else the model written as JSON now (for sources and tests that hold models)."""
         if document is None:
             document = dump_model(invoice, "json", mode="document")
         return cls(*invoice_columns(invoice), document=document, model=invoice)
@@ -63,62 +71,84 @@ class InvoiceDocument:
     def model(self) -> Invoice:
         """The invoice as a model (decoded once, then kept)."""
         if self._model is None:
-            self._model = load_model(self.document, "json", Invoice)
+            if self._content is not None:
+                self._model = structure(self._content, Invoice)
+                self._content = None
+            else:
+                self._model = load_model(self.document, "json", Invoice)
         return self._model
 
 
-def as_documents(
-    invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
-) -> list[InvoiceDocument]:
-    """Models (and their documents as decoded, when given in step) as `InvoiceDocument`s."""
-    if documents is not None and len(documents) == len(invoices):
-        return [InvoiceDocument.of(inv, doc) for inv, doc in zip(invoices, documents, strict=True)]
-    return [InvoiceDocument.of(inv) for inv in invoices]
-
-
 def load_invoice_documents(
-    body: bytes, fmt: Format, *, models: bool = False
+    body: bytes, fmt: Format, *, limit: int
 ) -> tuple[list[InvoiceDocument], list[MemberError]]:
     """A sync-fetch reply as documents, each member on its own: one that cannot be read
-    is set aside (with its id when it has a readable one), as `load_each` does.
-
-    `models=True` builds each model now (for a store that keeps models): checking a
-    member in C and building its model later would parse it twice.
-    """
-    if fmt == "json" and not models:
-        checked = _json_documents(body)
-        if checked is not None:
-            return checked
-    documents: list[bytes] = []
-    invoices, failed = load_each(body, fmt, Invoice, documents)
-    return as_documents(invoices, documents), failed
-
-
-def _json_documents(body: bytes) -> tuple[list[InvoiceDocument], list[MemberError]] | None:
-    """The JSON path: members split in C, each checked in C or else read by the
-    converter. None when anything concerns the body as a whole (malformed, not an array,
-    a member the standard parser refuses): `load_each` then reads it and names it."""
-    members = split_json_array(body)
-    if members is None:
-        return None
-    documents: list[InvoiceDocument] = []
-    failed: list[MemberError] = []
-    for raw in members:
-        columns = checked_invoice(raw)
-        if columns is not None:
-            documents.append(InvoiceDocument(*columns, document=raw))
-            continue
-        try:
-            tree = decode_json(raw)
-            root, _ = unwrap_root(tree)
-            member = unwrap_member(tree, "invoice")
-        except DecodeError:
-            return None
-        try:
-            invoice = structure(member, Invoice)
-        except DecodeError as exc:
-            failed.append(MemberError(ident=member_id(member), error=str(exc)))
-            continue
-        stored = raw if root == "invoice" else encode_document("invoice", member)
-        documents.append(InvoiceDocument.of(invoice, stored))
+    is set aside (with its id when it has a readable one, and the field). A reply of more
+    than `limit` members is refused (`DecodeError`) before any document is made."""
+    if fmt == "json":
+        judged = [_json_member(raw) for raw in split_members(body, limit)]
+    else:
+        judged = _xml_members(body, limit)
+    documents = [d for d in judged if isinstance(d, InvoiceDocument)]
+    failed = [d for d in judged if isinstance(d, MemberError)]
     return documents, failed
+
+
+def _json_member(raw: bytes) -> InvoiceDocument | MemberError:
+    """One JSON member: checked in C, or else read by the converter."""
+    checked = checked_invoice(raw)
+    if checked is not None:
+        columns, content = checked
+        return InvoiceDocument(*columns, document=raw, content=content)
+    try:
+        tree = decode_json(raw)
+    except DecodeError as exc:
+        return MemberError(ident=_id_of_unreadable(raw), error=str(exc))
+    root, _ = unwrap_root(tree)
+    try:
+        member = unwrap_member(tree, "invoice")
+        invoice = structure(member, Invoice)
+    except DecodeError as exc:
+        inner = tree if root is None else unwrap_root(tree)[1]
+        return MemberError(ident=member_id(inner), error=str(exc))
+    stored = raw if root == "invoice" else encode_document("invoice", member)
+    return InvoiceDocument.of(invoice, stored)
+
+
+def _id_of_unreadable(raw: bytes) -> int | None:
+    """The id of a member whose values cannot all be read (`1e999`), read as text."""
+    try:
+        tree = json.loads(raw, parse_float=str, parse_int=str, parse_constant=str)
+    except (ValueError, RecursionError):
+        return None
+    return member_id(unwrap_root(tree)[1])
+
+
+def _xml_members(body: bytes, limit: int) -> list[InvoiceDocument | MemberError]:
+    judged: list[InvoiceDocument | MemberError] = []
+
+    def check_root(name: str) -> None:
+        root = snake_name(name)
+        if root == "invoice":
+            raise DecodeError("expected a 'invoices' list, got one 'invoice'")
+        if root != "invoices":
+            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
+
+    def add(member: Any) -> None:
+        if len(judged) >= limit:
+            raise DecodeError(f"a reply of more than {limit} members, the most it may hold")
+        if member.__class__ is BadMember:
+            field = f"Invoice.{member.path}: " if member.path else ""
+            judged.append(MemberError(member_id(member.value), f"{field}{member.error}"))
+            return
+        tree = {} if member == "" else member
+        try:
+            invoice = structure(tree, Invoice)
+        except DecodeError as exc:
+            judged.append(MemberError(ident=member_id(tree), error=str(exc)))
+            return
+        judged.append(InvoiceDocument.of(invoice, encode_document("invoice", tree)))
+
+    root = decode_xml_members(body, add, check_root, judge_members=True)
+    check_root(root)
+    return judged

@@ -22,7 +22,7 @@ from invoicing_async._models.base import Model
 from invoicing_async._models.invoice import Invoice
 from invoicing_async._models.payloads import field_specs, read_keys
 from invoicing_async._wire.json import MEMBER_REFUSALS, decode_member
-from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN
+from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, MAX_DEPTH
 
 __all__ = ["Columns", "checked_invoice", "invoice_columns", "struct_for"]
 
@@ -76,9 +76,16 @@ def invoice_columns(invoice: Any) -> Columns:
 _INVOICE = struct_for(Invoice)
 
 
-def checked_invoice(raw: bytes) -> Columns | None:
-    """The columns of a sync-fetch member `{"invoice": {…}}` that the converter is sure to
-    read; None when it is not sure (the caller then lets the converter read it)."""
+def checked_invoice(raw: bytes) -> tuple[Columns, dict[str, Any]] | None:
+    """The columns and content of a sync-fetch member `{"invoice": {…}}` that the
+    converter is sure to read; None when it is not sure (the caller then lets the
+    converter read it).
+
+    Fields the models do not know pass the struct unread, so the check takes only a
+    member of at most `MAX_DEPTH` brackets in all: nested no deeper than the converter
+    keeps (`converter.check_plain`), whatever they hold; whatever is stored reads back."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        return None
     try:
         tree = decode_member(raw)
     except MEMBER_REFUSALS:
@@ -89,6 +96,6 @@ def checked_invoice(raw: bytes) -> Columns | None:
     if inner.__class__ is not dict:
         return None
     try:
-        return invoice_columns(msgspec.convert(inner, _INVOICE))
+        return invoice_columns(msgspec.convert(inner, _INVOICE)), inner
     except msgspec.ValidationError:
         return None

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from invoicing_async._models.payloads import Format
+from invoicing_async._resources import validation
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
-__all__ = ["Identified", "Resource", "id_from_location", "id_of", "segment"]
+__all__ = [
+    "Identified",
+    "Resource",
+    "id_from_location",
+    "id_of",
+    "segment",
+    "sets_attributes_only",
+]
 
 
 class Identified(Protocol):
@@ -49,6 +57,13 @@ def segment(value: str | int) -> str:
     return quote(str(value), safe="")
 
 
+def sets_attributes_only(changes: Mapping[str, Any]) -> bool:
+    """Whether an update only sets values (lines named by id included), so that sending
+    it twice leaves what sending it once does: it may be retried after a 5xx. A line
+    without id would be added twice; a deleted line is gone for the repeat (a 422)."""
+    return all(line.id is not None and not line.destroy for line in changes.get("details") or ())
+
+
 def id_from_location(location: str | None) -> int:
     """The id at the end of a `Location` header (`…/invoices/42.xml` -> 42)."""
     if location:
@@ -76,7 +91,14 @@ class Resource:
     def _fmt(self) -> Format:
         return self._transport.fmt
 
-    def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
-        """Raise the 422 the service would give, before spending a request on it."""
+    def _check(
+        self, errors: Sequence[FieldError], method: str, path: str, *, sending: object = None
+    ) -> None:
+        """Raise the 422 the service would give, before spending a request on it. Numbers
+        in `sending` beyond the bounds of the decoders are refused even with
+        `validate=False`: they could make a body of any size."""
+        unbounded = validation.number_errors(sending)
+        if unbounded:
+            raise ValidationError(unbounded, method=method, url=path)
         if self._validate and errors:
             raise ValidationError(errors, method=method, url=path)

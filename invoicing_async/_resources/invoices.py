@@ -11,11 +11,9 @@ import attrs
 
 from invoicing_async._models.documents import (
     MemberError,
-    load_each,
     load_list,
     load_model,
     load_one_of,
-    load_sync_entries,
     load_sync_revisions,
 )
 from invoicing_async._models.payloads import (
@@ -27,9 +25,15 @@ from invoicing_async._models.payloads import (
 )
 from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
 from invoicing_async._resources import validation
-from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
+from invoicing_async._resources.base import (
+    Resource,
+    id_from_location,
+    id_of,
+    segment,
+    sets_attributes_only,
+)
 from invoicing_async._resources.decoding import decode_off_loop, iter_models
-from invoicing_async._transport.response import Response, server_time
+from invoicing_async._transport.response import server_time
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevisions
 
@@ -40,9 +44,10 @@ SYNC_FETCH_LIMIT = 100
 
 @attrs.frozen
 class FetchedBatch:
-    """The invoices of one sync-fetch reply, as documents for a store (models are built
-    only when asked for), and the server's clock when it answered (from `Date`; None
-    when the server sent none)."""
+    """One sync-fetch reply as the sync engine takes it (what `SyncClient` returns): the
+    invoices as documents for a store (models are built only when asked for), the members
+    that could not be read (id when readable, and why), and the server's clock when it
+    answered (from `Date`; None when the server sent none)."""
 
     documents: builtins.list[InvoiceDocument]
     server_time: float | None
@@ -58,11 +63,6 @@ class FetchedBatch:
         """A batch of models (for sources that hold models, such as test doubles)."""
         documents = [InvoiceDocument.of(invoice) for invoice in invoices]
         return cls(documents=documents, server_time=server_time, unreadable=unreadable or [])
-
-    @property
-    def invoices(self) -> builtins.list[Invoice]:
-        """The invoices as models, built now if they were not yet."""
-        return [document.model() for document in self.documents]
 
 
 class InvoicesResource(Resource):
@@ -97,8 +97,10 @@ class InvoicesResource(Resource):
         The specification does not list the parameters; `parameters` is sent as given,
         wrapped in `root` (`<filter>…</filter>` or `{"filter": {…}}`).
         """
+        path = "/invoices/filter/advanced.xml"
+        self._check([], "POST", path, sending=parameters)
         body = dump_filter(parameters, self._fmt, root=root)
-        response = await self._transport.request("POST", "/invoices/filter/advanced.xml", body=body)
+        response = await self._transport.request("POST", path, body=body)
         return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
 
     async def get(self, invoice: int | Invoice) -> Invoice:
@@ -124,7 +126,7 @@ class InvoicesResource(Resource):
         sending when the invoice has no lines, no contact, or a line without
         description or tax_rate_id (unless the client was made with `validate=False`).
         """
-        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml")
+        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml", sending=invoice)
         response = await self._transport.request(
             "POST", "/invoices.xml", body=dump_model(invoice, self._fmt)
         )
@@ -137,26 +139,40 @@ class InvoicesResource(Resource):
 
         Lines go in `details`: an `InvoiceDetail` without id adds a line, with an id
         changes it, with `destroy=True` deletes it. `None` clears an attribute. When the
-        service answers without a body, the invoice is fetched (a second request).
+        service answers without a body, the invoice is fetched (a second request). An
+        update that adds or deletes no line is retried after a 5xx, as a GET is; one that
+        does is never sent twice once the service may have acted.
         """
         path = self._path(invoice)
-        self._check(validation.check_invoice_changes(changes), "PUT", path)
+        self._check(validation.check_invoice_changes(changes), "PUT", path, sending=changes)
         body = dump_changes(Invoice, changes, self._fmt)
-        response = await self._transport.request("PUT", path, body=body)
+        idempotent = sets_attributes_only(changes)
+        response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
         return await self._invoice_or_refetch(response.body, invoice)
 
     async def send_invoice(
-        self, invoice: int | Invoice, *, email: str, invoice_email: str, send_method: str
+        self,
+        invoice: int | Invoice,
+        *,
+        send_method: str,
+        email: str | None = None,
+        invoice_email: str | None = None,
     ) -> Invoice:
         """Send the invoice (draft -> open): PUT /invoices/:id/send_invoice.xml.
 
-        `send_method` is `email`, `hand` or `post`. The invoice number and date are
-        assigned now when they were not set.
+        `send_method` is `email`, `hand` or `post`. Without `email` and `invoice_email`
+        the service takes the contact's address and the profile's text. The invoice
+        number and date are assigned now when they were not set.
         """
         return await self._send("send_invoice", invoice, email, invoice_email, send_method)
 
     async def send_reminder(
-        self, invoice: int | Invoice, *, email: str, invoice_email: str, send_method: str
+        self,
+        invoice: int | Invoice,
+        *,
+        send_method: str,
+        email: str | None = None,
+        invoice_email: str | None = None,
     ) -> Invoice:
         """Send a payment reminder: PUT /invoices/:id/send_reminder.xml (payload as send)."""
         return await self._send("send_reminder", invoice, email, invoice_email, send_method)
@@ -165,12 +181,12 @@ class InvoicesResource(Resource):
         self,
         action: str,
         invoice: int | Invoice,
-        email: str,
-        invoice_email: str,
+        email: str | None,
+        invoice_email: str | None,
         send_method: str,
     ) -> Invoice:
         path = self._path(invoice, action)
-        self._check(validation.check_send(email, invoice_email, send_method), "PUT", path)
+        self._check(validation.check_send(send_method), "PUT", path)
         body = dump_send(email, invoice_email, send_method, self._fmt)
         response = await self._transport.request("PUT", path, body=body)
         return await self._invoice_or_refetch(response.body, invoice)
@@ -183,7 +199,7 @@ class InvoicesResource(Resource):
         fetched: a second request, only then.
         """
         path = self._path(invoice, "payments")
-        self._check(validation.check_payment(payment), "POST", path)
+        self._check(validation.check_payment(payment), "POST", path, sending=payment)
         response = await self._transport.request("POST", path, body=dump_model(payment, self._fmt))
         answer = load_one_of(response.body, self._fmt, (Invoice, InvoicePayment))
         if isinstance(answer, Invoice):
@@ -196,15 +212,12 @@ class InvoicesResource(Resource):
 
     async def sync_list_ids(self) -> builtins.list[SyncEntry]:
         """Id and revision of every invoice: GET /invoices/sync_list_ids.xml."""
-        response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
-        return await decode_off_loop(load_sync_entries, response.body, self._fmt)
+        revisions = await self.sync_revisions()
+        return [SyncEntry(id=i, revision=r) for i, r in revisions.items()]
 
     async def sync_revisions(self) -> SyncRevisions:
-        """The sync list as a compact {id: revision}: GET /invoices/sync_list_ids.xml.
-
-        The memory-light form of `sync_list_ids` for very large accounts (what the sync
-        engine uses): 16 bytes an invoice, no object per invoice.
-        """
+        """`sync_list_ids` as the sync engine reads it: a compact {id: revision} (the
+        highest if an id is listed twice), 16 bytes an invoice, no object per invoice."""
         response = await self._transport.request("GET", "/invoices/sync_list_ids.xml")
         return await decode_off_loop(load_sync_revisions, response.body, self._fmt)
 
@@ -214,51 +227,41 @@ class InvoicesResource(Resource):
         Ids (or invoices, read again) are de-duplicated (first occurrence kept) and sent
         in requests of at most 100, one after the other: ceil(unique ids / 100)
         requests. Ids the service does not return (deleted meanwhile) are simply absent
-        from the result.
+        from the result. An invoice that cannot be read raises `DecodeError` naming it
+        (the sync engine, through `fetch_batch`, sets such invoices aside instead).
         """
         unique = list(dict.fromkeys(id_of(i, Invoice) for i in ids))
         invoices: builtins.list[Invoice] = []
         for start in range(0, len(unique), SYNC_FETCH_LIMIT):
-            invoices.extend(await self.sync_fetch_batch(unique[start : start + SYNC_FETCH_LIMIT]))
+            batch = await self.fetch_batch(unique[start : start + SYNC_FETCH_LIMIT])
+            if batch.unreadable:
+                first = batch.unreadable[0]
+                raise DecodeError(f"invoice {first.ident}: {first.error}")
+            invoices.extend(document.model() for document in batch.documents)
         return invoices
 
-    async def sync_fetch_batch(self, ids: builtins.list[int]) -> builtins.list[Invoice]:
-        """One sync-fetch request for at most 100 ids; any unreadable invoice raises
-        `DecodeError` (`fetch_batch` sets such invoices aside instead)."""
-        response = await self._sync_fetch_response(ids)
-        if response is None:
-            return []
-        invoices, unreadable = await decode_off_loop(load_each, response.body, self._fmt, Invoice)
-        if unreadable:
-            first = unreadable[0]
-            raise DecodeError(f"invoice {first.ident}: {first.error}")
-        return invoices
-
-    async def fetch_batch(self, ids: builtins.list[int], *, models: bool = False) -> FetchedBatch:
-        """One sync-fetch request for at most 100 ids, as documents for a store, with the
-        server's time of the reply (the sync engine's unit of work: it needs to know when
-        the invoices were read). No model is built unless asked for; `models=True` builds
-        them now, for a store that keeps models."""
-        response = await self._sync_fetch_response(ids)
-        if response is None:
+    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
+        """One sync-fetch request for at most 100 ids as the sync engine reads it:
+        documents for a store (no model is built until one is asked for), the members
+        that could not be read, and the server's time of the reply (the engine needs to
+        know when the invoices were read). A reply of more members than ids asked for
+        is refused before anything is built."""
+        if len(ids) > SYNC_FETCH_LIMIT:
+            raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
+        if not ids:
             return FetchedBatch(documents=[], server_time=None)
+        response = await self._transport.request(
+            "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
+        )
         documents, unreadable = await decode_off_loop(
-            functools.partial(load_invoice_documents, models=models), response.body, self._fmt
+            functools.partial(load_invoice_documents, limit=SYNC_FETCH_LIMIT),
+            response.body,
+            self._fmt,
         )
         return FetchedBatch(
             documents=documents,
             server_time=server_time(response.headers),
             unreadable=unreadable,
-        )
-
-    async def _sync_fetch_response(self, ids: builtins.list[int]) -> Response | None:
-        """POST /invoices/sync_fetch_ids.xml for at most 100 ids (None for no ids)."""
-        if len(ids) > SYNC_FETCH_LIMIT:
-            raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
-        if not ids:
-            return None
-        return await self._transport.request(
-            "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
 
     # -- helpers ---------------------------------------------------------------------------

@@ -9,7 +9,13 @@ from typing import Any
 from invoicing_async._models.documents import load_list, load_model
 from invoicing_async._models.payloads import dump_changes, dump_model
 from invoicing_async._resources import validation
-from invoicing_async._resources.base import Resource, id_from_location, id_of, segment
+from invoicing_async._resources.base import (
+    Resource,
+    id_from_location,
+    id_of,
+    segment,
+    sets_attributes_only,
+)
 from invoicing_async._resources.decoding import decode_off_loop, iter_models
 from invoicing_async.models import RecurringTemplate
 
@@ -45,7 +51,7 @@ class RecurringTemplatesResource(Resource):
         line with description and tax_rate_id, and a start date in the future.
         """
         errors = validation.check_template(template, today=self._today())
-        self._check(errors, "POST", "/recurring_templates.xml")
+        self._check(errors, "POST", "/recurring_templates.xml", sending=template)
         response = await self._transport.request(
             "POST", "/recurring_templates.xml", body=dump_model(template, self._fmt)
         )
@@ -62,9 +68,10 @@ class RecurringTemplatesResource(Resource):
         """
         path = self._path(template)
         errors = validation.check_template_changes(changes, today=self._today())
-        self._check(errors, "PUT", path)
+        self._check(errors, "PUT", path, sending=changes)
         body = dump_changes(RecurringTemplate, changes, self._fmt)
-        response = await self._transport.request("PUT", path, body=body)
+        idempotent = sets_attributes_only(changes)
+        response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
         if response.body.strip():
             return load_model(response.body, self._fmt, RecurringTemplate)
         return await self.get(template)

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
+import attrs
+
 from invoicing_async._models.enums import FrequencyType
+from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, decimal_out_of_bounds
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     Invoice,
@@ -30,6 +34,7 @@ __all__ = [
     "check_send",
     "check_template",
     "check_template_changes",
+    "number_errors",
 ]
 
 BLANK = "can't be blank"
@@ -91,21 +96,18 @@ def check_invoice_changes(changes: Mapping[str, Any]) -> list[FieldError]:
     return errors
 
 
-def check_send(email: str, invoice_email: str, send_method: str) -> list[FieldError]:
-    """Payload of spec 2.5: all three required, send_method one of email/hand/post."""
-    errors: list[FieldError] = []
-    if _blank(email):
-        errors.append(FieldError("email", BLANK))
-    if _blank(invoice_email):
-        errors.append(FieldError("invoice_email", BLANK))
+def check_send(send_method: str) -> list[FieldError]:
+    """Payload of spec 2.5: send_method one of email/hand/post. `email` and
+    `invoice_email` may be left out: the service then took the contact's address and the
+    profile's text (field notes), whatever the specification says."""
     if send_method not in SEND_METHODS:
-        errors.append(
+        return [
             FieldError(
                 "send_method",
                 f"is not included in the list ({', '.join(sorted(SEND_METHODS))}): {send_method!r}",
             )
-        )
-    return errors
+        ]
+    return []
 
 
 def check_payment(payment: InvoicePayment) -> list[FieldError]:
@@ -127,10 +129,9 @@ def _start_date_errors(start_date: dt.date | None, today: dt.date) -> list[Field
 
 
 def _frequency_errors(frequency: Any, frequency_type: Any, *, creating: bool) -> list[FieldError]:
+    # No frequency is no error: the service took such templates (field notes; 1 then).
     errors: list[FieldError] = []
-    if creating and frequency is None:
-        errors.append(FieldError("frequency", BLANK))
-    elif frequency is not None and frequency < 1:
+    if frequency is not None and frequency < 1:
         errors.append(FieldError("frequency", "must be greater than 0"))
     if creating and frequency_type is None:
         errors.append(FieldError("frequency_type", BLANK))
@@ -159,4 +160,31 @@ def check_template_changes(changes: Mapping[str, Any], *, today: dt.date) -> lis
     if "details" in changes:
         errors.extend(check_details(changes["details"] or [], creating=False))
     errors.extend(_start_date_errors(changes.get("start_date"), today))
+    return errors
+
+
+def number_errors(value: Any, name: str = "") -> list[FieldError]:
+    """Numbers in an outgoing model, changes or parameters that are beyond the bounds the
+    decoders keep (`1e999999999` would be a gigabyte body): 64-bit integers, decimals
+    of bounded size and exponent. Named by their path (`details.price`)."""
+    if isinstance(value, Decimal):
+        why = decimal_out_of_bounds(value)
+        return [] if why is None else [FieldError(name or None, why)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        if INT64_MIN <= value <= INT64_MAX:
+            return []
+        return [FieldError(name or None, "integer out of the 64-bit range")]
+    items: Iterable[tuple[Any, Any]]
+    if attrs.has(type(value)):
+        items = ((f.name, getattr(value, f.name)) for f in attrs.fields(type(value)))
+    elif isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = ((None, item) for item in value)
+    else:
+        return []
+    errors: list[FieldError] = []
+    for key, item in items:
+        path = name if key is None else f"{name}.{key}" if name else str(key)
+        errors.extend(number_errors(item, path))
     return errors

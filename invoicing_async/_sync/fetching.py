@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime as dt
 import logging
 import time
 from typing import TYPE_CHECKING
 
 import attrs
 
+from invoicing_async._models.documents import MemberError
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
-from invoicing_async._sync.store import (
-    BatchResult,
-    DocumentStore,
-    PendingEntry,
-    takes_documents,
-)
+from invoicing_async._sync.store import PendingEntry, write_outcome
 from invoicing_async.errors import (
     APIConnectionError,
     DecodeError,
@@ -32,7 +29,7 @@ from invoicing_async.errors import (
 if TYPE_CHECKING:
     from invoicing_async._sync.engine import SyncEngine
 
-__all__ = ["FetchRun", "newest_of_requested", "sleep_for_budget"]
+__all__ = ["FetchRun", "newest_of_requested", "sleep_for_budget", "unreadable_ids"]
 
 logger = logging.getLogger("invoicing_async.sync")
 
@@ -50,7 +47,7 @@ def _quarantined(entry: PendingEntry, attempts: int) -> PendingEntry:
 
 def newest_of_requested(ids: list[int], reply: list[InvoiceDocument]) -> list[InvoiceDocument]:
     """The invoices of a sync-fetch reply worth storing: only ids that were asked for
-    (never another account's), and of an id sent twice only its newest revision."""
+    (never another account's), and of an id sent twice the one `write_outcome` keeps."""
     wanted = set(ids)
     best: dict[int, InvoiceDocument] = {}
     for invoice in reply:
@@ -58,9 +55,27 @@ def newest_of_requested(ids: list[int], reply: list[InvoiceDocument]) -> list[In
         if ident is None or ident not in wanted:
             continue
         held = best.get(ident)
-        if held is None or (invoice.revision or 0) > (held.revision or 0):
+        stored = None if held is None else held.revision or 0
+        if write_outcome(invoice.revision or 0, stored) != "stale":
             best[ident] = invoice
     return list(best.values())
+
+
+def unreadable_ids(
+    ids: list[int], returned: set[int | None], unreadable: list[MemberError]
+) -> tuple[dict[int, str], list[int]]:
+    """({id: why} of the members that could not be read, ids neither returned nor
+    unreadable). A member whose id itself cannot be read (past 64 bits) is the id its
+    batch lacks when exactly as many ids are missing as members are nameless: the
+    service answers every id asked for, so those are they."""
+    asked = set(ids)
+    named = {e.ident: e.error for e in unreadable if e.ident is not None and e.ident in asked}
+    nameless = [e.error for e in unreadable if e.ident is None or e.ident not in asked]
+    missing = [i for i in ids if i not in returned and i not in named]
+    if nameless and len(nameless) == len(missing):
+        named.update(zip(missing, nameless, strict=True))
+        missing = []
+    return named, missing
 
 
 class FetchRun:
@@ -76,10 +91,6 @@ class FetchRun:
         max_attempts: int | None = None,
     ) -> None:
         self.engine = engine
-        # A store that takes documents gets them unbuilt; any other is given models, which
-        # are then decoded once, not checked first and decoded again.
-        store = engine.store
-        self.document_store = store if isinstance(store, DocumentStore) else None
         self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
@@ -91,6 +102,9 @@ class FetchRun:
         self.stop = False
         self.done = 0
         self.rechecks: dict[int, PendingEntry] = {}
+        self.regressed = set(plan.regressed)
+        # Returned older than listed, run after run: kept in the plan with their attempts.
+        self.behind: dict[int, PendingEntry] = {}
 
     def queued_ids(self) -> set[int]:
         return set(self.queue) | self.in_flight
@@ -100,6 +114,7 @@ class FetchRun:
         the rechecks of invoices fetched within their revision's own second."""
         keep = self.queued_ids()
         plan = dict(self.rechecks)
+        plan.update(self.behind)
         plan.update((i, e) for i, e in self.entries.items() if i in keep or e.quarantined)
         self.report.rechecks = len(self.rechecks)
         return plan
@@ -129,7 +144,7 @@ class FetchRun:
         while self.queue and not self.stop:
             ids = self._next_batch()
             try:
-                batch = await client.invoices.fetch_batch(ids, models=self.document_store is None)
+                batch = await client.invoices.fetch_batch(ids)
             except RateLimitExceeded as exc:
                 self._give_back(ids)
                 if engine.wait_for_budget:
@@ -171,6 +186,27 @@ class FetchRun:
                 error,
             )
 
+    def _note_behind(self, kept: list[InvoiceDocument]) -> None:
+        """Invoices returned at an older revision than listed: stored, and fetched again
+        next run; quarantined after `max_attempts` runs (no refetching forever)."""
+        for doc in kept:
+            entry = self.entries.get(doc.id or 0)
+            if entry is None or (doc.revision or 0) >= entry.revision:
+                continue
+            attempts = entry.attempts + 1
+            if attempts >= self.max_attempts:
+                self.behind[entry.id] = _quarantined(entry, attempts)
+                self.report.quarantined.append(entry.id)
+                logger.warning(
+                    "invoice %d returned older than listed (%d < %d) %d times: quarantined",
+                    entry.id,
+                    doc.revision or 0,
+                    entry.revision,
+                    attempts,
+                )
+            else:
+                self.behind[entry.id] = attrs.evolve(entry, attempts=attempts)
+
     def _retry_missing(self, missing: list[int]) -> None:
         """Ids asked for but not returned: again in a later batch, quarantined after
         `max_attempts` (no endless refetching)."""
@@ -193,16 +229,6 @@ class FetchRun:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts)
                 self.queue.append(ident)  # fills the spare room of the last batch
 
-    async def _store(self, documents: list[InvoiceDocument]) -> BatchResult:
-        """Write a batch: as documents when the store takes them, else as models."""
-        if self.document_store is not None:
-            return await self.document_store.apply_documents(documents)
-        store = self.engine.store
-        invoices = [document.model() for document in documents]
-        if takes_documents(store):
-            return await store.apply_batch(invoices, [d.document for d in documents])
-        return await store.apply_batch(invoices)
-
     async def _commit(self, ids: list[int], batch: FetchedBatch) -> None:
         engine = self.engine
         reply = batch.documents
@@ -215,7 +241,19 @@ class FetchRun:
                 len(reply),
                 len(kept),
             )
-        result = await self._store(kept)
+        restored = [d.id for d in kept if d.id in self.regressed]
+        if restored:
+            # The service went back (restored from a backup): its copy is the truth, though
+            # its revision is older. A tombstone first, so the store takes it as new.
+            logger.warning(
+                "invoices %s listed at a lower revision than stored: the service's copies "
+                "taken (restored from a backup?)",
+                restored,
+            )
+            await engine.store.apply_deletions(restored, dt.datetime.now(dt.timezone.utc))
+        result = await engine.store.apply_documents(kept)
+        if self.plan.listed:
+            self._note_behind(kept)
         for doc in kept:
             if doc.id is not None and engine.read_too_early(doc.revision, batch.server_time):
                 self.rechecks[doc.id] = PendingEntry(id=doc.id, revision=doc.revision or 0)
@@ -230,12 +268,9 @@ class FetchRun:
         for ident in returned:
             self.entries.pop(ident or 0, None)
         self.done += len(returned & set(ids))
-        asked = set(ids)
-        unreadable = {
-            e.ident: e.error for e in batch.unreadable if e.ident is not None and e.ident in asked
-        }
+        unreadable, missing = unreadable_ids(ids, returned, batch.unreadable)
         self._quarantine_unreadable(unreadable)
-        self._retry_missing([i for i in ids if i not in returned and i not in unreadable])
+        self._retry_missing(missing)
         if engine.on_batch is not None:
             changed_ids = set(result.created) | set(result.updated)
             changed = [doc.model() for doc in kept if doc.id in changed_ids]

@@ -1,4 +1,4 @@
-"""`MemoryStore`: the `Store` protocol in a dict, for tests and short-lived jobs."""
+"""`MemoryStore`: the `Store` protocol in a dict of models, for tests and short-lived jobs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import datetime as dt
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 
-from invoicing_async._sync.store import BatchResult, PendingEntry
+from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async._sync.store import BatchResult, PendingEntry, WriteOutcome, write_outcome
 from invoicing_async.models import Invoice
 
 __all__ = ["MemoryStore"]
@@ -45,29 +46,21 @@ class MemoryStore:
             if ident not in self.deleted:
                 yield self.invoices[ident]
 
-    async def apply_batch(
-        self,
-        invoices: Sequence[Invoice],
-        documents: Sequence[bytes] | None = None,  # noqa: ARG002 - keeps models, not documents
-    ) -> BatchResult:
-        created: list[int] = []
-        updated: list[int] = []
-        stale: list[int] = []
-        for invoice in invoices:
-            if invoice.id is None:
+    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
+        """Keep each invoice as its model (`document.model()`, decoded once)."""
+        outcomes: dict[WriteOutcome, list[int]] = {"created": [], "updated": [], "stale": []}
+        for document in documents:
+            ident = document.id
+            if ident is None:
                 continue
-            current = self.invoices.get(invoice.id)
-            revived = invoice.id in self.deleted
-            if current is None or revived:
-                created.append(invoice.id)
-            elif (invoice.revision or 0) >= (current.revision or 0):  # same second: later wins
-                updated.append(invoice.id)
-            else:
-                stale.append(invoice.id)
-                continue
-            self.invoices[invoice.id] = invoice
-            self.deleted.pop(invoice.id, None)
-        return BatchResult(created=created, updated=updated, stale=stale)
+            current = self.invoices.get(ident)
+            stored = None if current is None else current.revision or 0
+            outcome = write_outcome(document.revision or 0, stored, deleted=ident in self.deleted)
+            outcomes[outcome].append(ident)
+            if outcome != "stale":
+                self.invoices[ident] = document.model()
+                self.deleted.pop(ident, None)
+        return BatchResult(**outcomes)
 
     async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
         count = 0

@@ -37,6 +37,9 @@ class SyncPlan:
     deletions_refused: str | None
     quarantined: list[int]
     pending: dict[int, PendingEntry]
+    #: Listed at a lower revision than stored: the service went back (restored from a
+    #: backup). Fetched, and the service's copy taken although its revision is older.
+    regressed: list[int] = attrs.field(factory=list)
 
     @property
     def batches(self) -> int:
@@ -70,11 +73,12 @@ def plan_sync(
 ) -> SyncPlan:
     """Compare the sync list ({id: revision} or entries) with the stored revisions.
 
-    An id is fetched when it is new, its listed revision is higher than the stored one,
-    or it was fetched within its revision's own second (a pending entry at the stored
-    revision). Ids quarantined for the same revision are skipped until the revision changes
-    or `quarantine_for` seconds have passed since (`now` is the current Unix time); then
-    they get one more try.
+    An id is fetched when it is new, its listed revision differs from the stored one
+    (lower: `regressed`, the service restored from a backup), or it was fetched within
+    its revision's own second (a pending entry at the stored revision). Ids quarantined
+    for the same revision are skipped until the revision changes or `quarantine_for`
+    seconds have passed since (`now` is the current Unix time); then they get one more
+    try.
     Ids pending from an interrupted run go first, so a resumed run finishes them.
     """
     listed_revisions: Mapping[int, int]
@@ -89,11 +93,12 @@ def plan_sync(
     changed: list[int] = []
     unchanged = 0
     quarantined: list[int] = []
+    regressed: list[int] = []
     plan_pending: dict[int, PendingEntry] = {}
     for ident, revision in listed_revisions.items():
         have = stored.get(ident)
         before = pending.get(ident)
-        if have is not None and revision <= have and not _recheck(before, revision, have):
+        if have is not None and revision == have and not _recheck(before, revision, have):
             unchanged += 1
             continue
         attempts = before.attempts if before is not None and before.revision == revision else 0
@@ -105,6 +110,8 @@ def plan_sync(
             attempts = max(0, before.attempts - 1)  # one more try, then quarantine again
         plan_pending[ident] = PendingEntry(id=ident, revision=revision, attempts=attempts)
         (new if have is None else changed).append(ident)
+        if have is not None and revision < have:
+            regressed.append(ident)
     resumed = [i for i in pending if i in plan_pending and not plan_pending[i].quarantined]
     rest = [i for i in new + changed if i not in pending]
     to_fetch = resumed + rest
@@ -130,4 +137,5 @@ def plan_sync(
         deletions_refused=refused,
         quarantined=quarantined,
         pending=plan_pending,
+        regressed=regressed,
     )

@@ -14,18 +14,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
-from invoicing_async._models.documents import load_model
 from invoicing_async._models.stored import InvoiceDocument
-from invoicing_async._sync import postgres_schema
-from invoicing_async._sync.postgres_connect import (
+from invoicing_async._postgres import migrations
+from invoicing_async._postgres.connect import (
     BoundedCalls,
-    connect_kwargs,
     connection_pool,
     require_psycopg,
     where_of,
 )
-from invoicing_async._sync.store import BatchResult, PendingEntry, as_documents
-from invoicing_async.errors import ConfigurationError, StoreError
+from invoicing_async._sync.store import BatchResult, PendingEntry, read_stored, write_outcome
+from invoicing_async.errors import ConfigurationError
 from invoicing_async.models import Invoice, SyncRevisions
 
 if TYPE_CHECKING:
@@ -36,9 +34,13 @@ if TYPE_CHECKING:
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
     Conn = AsyncConnection[TupleRow]
 
-__all__ = ["PostgresStore", "connection_pool", "migrate"]
+__all__ = ["SCHEMA", "PostgresStore"]
 
-migrate = postgres_schema.migrate
+#: The store's tables: migrations in ``_sync/sql/``; version 1 of the single version
+#: table of releases before the runner is its version 1.
+SCHEMA = migrations.Component(
+    "store", "invoicing_async._sync", legacy=((1, 1),), sign="invoicing_invoices"
+)
 
 T = TypeVar("T")
 
@@ -52,9 +54,9 @@ class PostgresStore:
     ``migrate=False`` (then a database behind this package's schema is refused: run
     `migrate` as a role that may create tables).
 
-    Documents are stored as BYTEA: the exact bytes `SQLiteStore` keeps (the document's
-    JSON), read back by the same `load_model`. JSONB would re-parse every document on
-    write, reorder keys, and refuse a ``\\u0000`` in any string, failing a whole batch.
+    Documents are stored as ``jsonb``, so that SQL can query the mirror (see the SQL
+    mirror guide). jsonb cannot hold a NUL: a document with ``\\u0000`` in a string keeps
+    its exact bytes in the ``raw`` column too, and is read back from there.
 
     Timeouts (seconds): `timeout` bounds every call on the client side, since a stopped
     or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
@@ -82,10 +84,8 @@ class PostgresStore:
         self.timeout = timeout
         self._migrate = migrate
         if isinstance(url_or_pool, str):
-            self._url: str | None = url_or_pool
             statement = 0.8 * timeout if statement_timeout is None else statement_timeout
-            self._kwargs = connect_kwargs(connect_timeout, statement)
-            self._pool = connection_pool(
+            self._pool: Pool = connection_pool(
                 url_or_pool,
                 max_size=max_connections,
                 connect_timeout=connect_timeout,
@@ -94,7 +94,6 @@ class PostgresStore:
             )
             self._owns_pool = True
         else:
-            self._url = None
             self._pool = url_or_pool
             self._owns_pool = False
         self._where = where_of(str(self._pool.conninfo))
@@ -111,26 +110,11 @@ class PostgresStore:
         tables, so that stores can then run with ``migrate=False`` and fewer privileges.
         Safe from several processes at once; a newer database is refused (`StoreError`).
         """
-        return await postgres_schema.migrate(url, timeout=timeout)
+        applied = await migrations.migrate(url, [SCHEMA], timeout=timeout)
+        return [m.version for m in applied]
 
-    @staticmethod
-    def connection_pool(
-        url: str,
-        *,
-        max_size: int = 10,
-        connect_timeout: float = 5.0,
-        statement_timeout: float = 24.0,
-        pool_timeout: float = 10.0,
-    ) -> Pool:
-        """A pool (not opened yet) for many stores to share, set up as a store sets up its
-        own: autocommit and the timeouts. Open it with ``async with`` or ``await .open()``."""
-        return connection_pool(
-            url,
-            max_size=max_size,
-            connect_timeout=connect_timeout,
-            statement_timeout=statement_timeout,
-            pool_timeout=pool_timeout,
-        )
+    #: A pool (not opened yet) for many stores to share: `_postgres.connect.connection_pool`.
+    connection_pool = staticmethod(connection_pool)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._where}, account={self.account!r})"
@@ -158,32 +142,15 @@ class PostgresStore:
             self._ready = True
 
     async def _open(self) -> None:
-        if self._url is None:  # a shared pool: the pool's own connection
-            async with self._pool.connection(timeout=self._pool_timeout) as conn:
-                await self._check_schema(conn)
-            return
-        # Our pool: one connection first, so that a wrong URL, a missing database or a
-        # refused login fails now with the server's reason (a pool would retry until its
-        # timeout); it then checks the schema, and the pool fills in the background.
-        import psycopg
-
-        conn = await psycopg.AsyncConnection.connect(self._url, **self._kwargs)
-        async with conn:
-            await self._check_schema(conn)
-        await self._pool.open(wait=False)
-
-    async def _check_schema(self, conn: Conn) -> None:
-        if self._migrate:
-            await postgres_schema.apply(conn, self._where)
-            return
-        async with conn.transaction():
-            version = await postgres_schema.read_version(conn, self._where)
-        if version < postgres_schema.SCHEMA_VERSION:
-            raise StoreError(
-                f"{self._where} has schema version {version}, older than this "
-                f"package's {postgres_schema.SCHEMA_VERSION}: run `migrate` (or "
-                "open the store with migrate=True) as a role that may create tables"
-            )
+        if self._owns_pool:
+            # Our pool connects once first (`connect.Pool`): a wrong URL, a missing
+            # database or a refused login fails now with the server's reason.
+            await self._pool.open(wait=False)
+        async with self._pool.connection(timeout=self._pool_timeout) as conn:
+            if self._migrate:
+                await migrations.apply(conn, [SCHEMA], self._where)
+            else:
+                await migrations.check(conn, [SCHEMA], self._where)
 
     async def _call(self, work: Callable[[Conn], Awaitable[T]], doing: str = "cannot use") -> T:
         """`work` on a pooled connection, after the store is open, bounded in time."""
@@ -229,22 +196,28 @@ class PostgresStore:
 
         return await self._call(read, "cannot read revisions from")
 
-    async def _select(
+    async def _rows(
         self, where: str, args: tuple[object, ...], limit: int | None = None
-    ) -> list[Invoice]:
-        async def read(conn: Conn) -> list[bytes]:
+    ) -> list[tuple[int, bytes]]:
+        async def read(conn: Conn) -> list[tuple[int, bytes]]:
             cursor = await conn.execute(
-                "SELECT document FROM invoicing_invoices WHERE account = %s"
+                "SELECT id, coalesce(raw, convert_to(document::text, 'UTF8'))"
+                " FROM invoicing_invoices WHERE account = %s"
                 f" AND deleted_at IS NULL AND {where} ORDER BY id LIMIT %s",
                 (self.account, *args, limit),
+                binary=True,
             )
-            return [bytes(doc) for (doc,) in await cursor.fetchall()]
+            return [(ident, bytes(doc)) for ident, doc in await cursor.fetchall()]
 
-        docs = await self._call(read, "cannot read from")
-        return [load_model(doc, "json", Invoice) for doc in docs]
+        return await self._call(read, "cannot read from")
+
+    async def _select(
+        self, where: str, args: tuple[object, ...], wanted: int | None = None
+    ) -> list[Invoice]:
+        return read_stored(await self._rows(where, args), wanted=wanted)
 
     async def get(self, invoice_id: int) -> Invoice | None:
-        found = await self._select("id = %s", (invoice_id,))
+        found = await self._select("id = %s", (invoice_id,), wanted=invoice_id)
         return found[0] if found else None
 
     async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
@@ -263,12 +236,12 @@ class PostgresStore:
         pages, so a slow consumer pins nothing on the server."""
         after = -(2**63)
         while True:
-            batch = await self._select("id > %s", (after,), limit=page)
-            for invoice in batch:
+            rows = await self._rows("id > %s", (after,), limit=page)
+            for invoice in read_stored(rows):
                 yield invoice
-            if len(batch) < page:
+            if len(rows) < page:
                 return
-            after = batch[-1].id or after
+            after = rows[-1][0]
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""
@@ -299,24 +272,19 @@ class PostgresStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def apply_batch(
-        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
-    ) -> BatchResult:
-        """Write a batch in one statement; see `apply_documents`."""
-        return await self.apply_documents(as_documents(invoices, documents))
-
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
-        """Write a batch in one statement; see `UPSERT_BATCH` for how rows are told apart.
+        """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL.
 
-        An id given twice is written once, at its highest revision (the later one of
-        equal revisions), and reported once.
+        An id given twice is written once, as `write_outcome` picks between the two
+        (the later one of equal revisions), and reported once.
         """
         latest: dict[int, InvoiceDocument] = {}
         for doc in documents:
             if doc.id is None:
                 continue
             before = latest.get(doc.id)
-            if before is None or (doc.revision or 0) >= (before.revision or 0):
+            held = None if before is None else before.revision or 0
+            if write_outcome(doc.revision or 0, held) != "stale":
                 latest[doc.id] = doc
         if not latest:
             return BatchResult(created=[], updated=[], stale=[])
@@ -332,7 +300,7 @@ class PostgresStore:
         }
 
         async def write(conn: Conn) -> list[tuple[int, str]]:
-            cursor = await conn.execute(postgres_schema.UPSERT_BATCH, params)
+            cursor = await conn.execute(UPSERT_BATCH, params)
             return [(int(ident), str(outcome)) for ident, outcome in await cursor.fetchall()]
 
         outcomes = await self._call(write, "cannot write a batch to")
@@ -387,3 +355,49 @@ def _column(text: str | None) -> str | None:
     """A string for a text column: PostgreSQL's text cannot hold NUL, so it is stored as
     U+FFFD (the document keeps the original; lookups compare against the document)."""
     return None if text is None else text.replace("\x00", "\ufffd")
+
+
+# One statement a batch. All its parts see the table as it was before the statement, so
+# `before` holds each id's state then: an id that was a tombstone (revived) counts as
+# created, as SQLiteStore counts it. The upsert skips a row whose stored revision is
+# newer (unless it was a tombstone): such ids do not come back from `written`, and are
+# stale. Rows are inserted in id order so that concurrent batches lock
+# overlapping rows in one order and cannot deadlock. Documents come as bytes: the
+# migration's functions make the jsonb (and `raw` for those jsonb cannot hold).
+UPSERT_BATCH = """
+WITH input AS (
+    SELECT * FROM unnest(
+        %(ids)b::bigint[], %(revisions)b::bigint[], %(numbers)b::text[],
+        %(states)b::text[], %(contacts)b::bigint[], %(documents)b::bytea[]
+    ) WITH ORDINALITY AS t(id, revision, invoice_number, state, contact_id, document, ord)
+),
+before AS (
+    SELECT cur.id, cur.deleted_at IS NOT NULL AS tombstone
+    FROM invoicing_invoices cur JOIN input USING (id)
+    WHERE cur.account = %(account)s
+),
+written AS (
+    INSERT INTO invoicing_invoices AS cur (account, id, revision, invoice_number, state,
+                                           contact_id, document, raw, synced_at, deleted_at)
+    SELECT %(account)s, id, revision, invoice_number, state, contact_id,
+           invoicing_document_v1(document), invoicing_raw_v1(document), now(), NULL
+    FROM input ORDER BY id
+    ON CONFLICT (account, id) DO UPDATE SET
+        revision = excluded.revision, invoice_number = excluded.invoice_number,
+        state = excluded.state, contact_id = excluded.contact_id,
+        document = excluded.document, raw = excluded.raw,
+        synced_at = excluded.synced_at, deleted_at = NULL
+    WHERE cur.deleted_at IS NOT NULL OR excluded.revision >= cur.revision
+    RETURNING cur.id, cur.xmax = 0 AS inserted
+),
+unpended AS (
+    DELETE FROM invoicing_pending p USING input
+    WHERE p.account = %(account)s AND p.id = input.id
+)
+SELECT input.id,
+       CASE WHEN w.id IS NULL THEN 'stale'
+            WHEN w.inserted OR coalesce(b.tombstone, false) THEN 'created'
+            ELSE 'updated' END
+FROM input LEFT JOIN written w USING (id) LEFT JOIN before b USING (id)
+ORDER BY input.ord
+"""

@@ -17,20 +17,23 @@ __all__ = ["InvoiceSource", "SyncClient"]
 
 
 class InvoiceSource(Protocol):
-    """The two operations a sync uses: the sync list and one sync-fetch request."""
+    """The two operations a sync uses: the sync list and one sync-fetch request
+    (`client.invoices`, in the forms the engine reads)."""
 
     async def sync_revisions(self) -> SyncRevisions:
         """Every invoice's id and revision (one request)."""
         ...
 
-    async def fetch_batch(self, ids: builtins.list[int], *, models: bool = False) -> FetchedBatch:
-        """Full invoices for at most 100 ids, with the server's time (one request);
-        `models=True`: with each invoice's model built (the store keeps models)."""
+    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
+        """Full invoices for at most 100 ids, as documents, with the server's time and
+        the members that could not be read (one request)."""
         ...
 
 
 class SyncClient(Protocol):
-    """A client as the engine sees it: the two operations, the budget, the request count."""
+    """A client as `SyncEngine` sees it: the two operations, the budget, the request
+    count. `InvoicingClient` is one; implement it to sync from another source (a test
+    double, a replay of recorded replies)."""
 
     @property
     def invoices(self) -> InvoiceSource: ...

@@ -9,15 +9,23 @@ import datetime as dt
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from invoicing_async._models.documents import load_model
 from invoicing_async._models.stored import InvoiceDocument
-from invoicing_async._sync.store import BatchResult, PendingEntry, as_documents
+from invoicing_async._sync.store import (
+    BatchResult,
+    PendingEntry,
+    WriteOutcome,
+    read_stored,
+    write_outcome,
+)
 from invoicing_async.errors import StoreError
 from invoicing_async.models import Invoice
 
@@ -28,35 +36,34 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS invoices (
-    id INTEGER PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    invoice_number TEXT,
-    state TEXT,
-    contact_id INTEGER,
-    document BLOB NOT NULL,
-    synced_at TEXT NOT NULL,
-    deleted_at TEXT
-);
-CREATE INDEX IF NOT EXISTS invoices_number ON invoices (invoice_number);
-CREATE INDEX IF NOT EXISTS invoices_state ON invoices (state);
-CREATE INDEX IF NOT EXISTS invoices_contact ON invoices (contact_id);
-CREATE TABLE IF NOT EXISTS pending (
-    id INTEGER PRIMARY KEY,
-    revision INTEGER NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    quarantined INTEGER NOT NULL DEFAULT 0,
-    since REAL NOT NULL DEFAULT 0
-);
-"""
+#: The tables (``sql/sqlite/schema.sql``): made if missing on every open.
+_SCHEMA = (resources.files("invoicing_async._sync") / "sql" / "sqlite" / "schema.sql").read_text(
+    "utf-8"
+)
+
+
+# SQLite's calls wait on locks (up to `busy_timeout`) and on the disk: in threads of
+# their own, so they never hold up other work of the loop's default pool (`to_thread`).
+_EXECUTOR_THREADS = 4
+_executor_made: list[ThreadPoolExecutor] = []
+_executor_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The store's bounded pool, shared by every `SQLiteStore` of the process."""
+    with _executor_lock:
+        if not _executor_made:
+            _executor_made.append(
+                ThreadPoolExecutor(_EXECUTOR_THREADS, thread_name_prefix="invoicing-sqlite")
+            )
+        return _executor_made[0]
 
 
 class SQLiteStore:
     """Invoices in one SQLite file, created owner-only (0600).
 
-    Calls run in a worker thread, one at a time (SQLite has one writer). Use it as
+    Calls run in a thread of the stores' own bounded pool (never the loop's default one),
+    one at a time per store (SQLite has one writer). Use it as
     ``async with SQLiteStore(path) as store`` or call `close()`.
     """
 
@@ -162,7 +169,7 @@ class SQLiteStore:
 
     async def _run(self, fn: Callable[[], T], doing: str = "cannot use") -> T:
         async with self._lock:
-            work = asyncio.ensure_future(asyncio.to_thread(fn))
+            work = asyncio.get_running_loop().run_in_executor(_executor(), fn)
             try:
                 return await asyncio.shield(work)
             except asyncio.CancelledError:
@@ -201,21 +208,21 @@ class SQLiteStore:
 
         return await self._run(read)
 
-    def _load(self, rows: list[tuple[bytes]]) -> list[Invoice]:
-        return [load_model(bytes(doc), "json", Invoice) for (doc,) in rows]
-
-    async def _select(self, where: str, args: tuple[object, ...]) -> list[Invoice]:
+    async def _select(
+        self, where: str, args: tuple[object, ...], wanted: int | None = None
+    ) -> list[Invoice]:
         def read() -> list[Invoice]:
             rows = self._db.execute(
-                f"SELECT document FROM invoices WHERE deleted_at IS NULL AND {where} ORDER BY id",
+                f"SELECT id, document FROM invoices WHERE deleted_at IS NULL AND {where}"
+                " ORDER BY id",
                 args,
             ).fetchall()
-            return self._load(rows)
+            return read_stored(rows, wanted=wanted)
 
         return await self._run(read)
 
     async def get(self, invoice_id: int) -> Invoice | None:
-        found = await self._select("id = ?", (invoice_id,))
+        found = await self._select("id = ?", (invoice_id,), wanted=invoice_id)
         return found[0] if found else None
 
     async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
@@ -229,26 +236,37 @@ class SQLiteStore:
         return await self._select("contact_id = ?", (contact_id,))
 
     async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
-        """Every live invoice, by id, read `page` rows at a time (bounded memory)."""
+        """Every live invoice, by id, read `page` rows at a time (bounded memory); a row
+        that cannot be read is skipped with a warning (`read_stored`)."""
+        async for rows in self._pages(page):
+            for invoice in read_stored(rows):
+                yield invoice
+
+    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
+        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows at a
+        time: for readers that need no model (`store_dataframes`)."""
+        async for rows in self._pages(page):
+            for _, document in rows:
+                yield bytes(document)
+
+    async def _pages(self, page: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """The live rows (id, document), by id, `page` at a time."""
         after = -(2**63)
         while True:
 
-            def read(last: int = after) -> list[tuple[bytes]]:
+            def read(last: int = after) -> list[tuple[int, bytes]]:
                 return self._db.execute(
-                    "SELECT document FROM invoices WHERE deleted_at IS NULL AND id > ?"
+                    "SELECT id, document FROM invoices WHERE deleted_at IS NULL AND id > ?"
                     " ORDER BY id LIMIT ?",
                     (last, page),
                 ).fetchall()
 
             rows = await self._run(read)
-            if not rows:
-                return
-            batch = self._load(rows)
-            for invoice in batch:
-                yield invoice
-            after = batch[-1].id or after
+            if rows:
+                yield rows
             if len(rows) < page:
                 return
+            after = rows[-1][0]
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""
@@ -263,12 +281,6 @@ class SQLiteStore:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def apply_batch(
-        self, invoices: Sequence[Invoice], documents: Sequence[bytes] | None = None
-    ) -> BatchResult:
-        # Encoding is pure work: done before taking the writer's turn.
-        return await self.apply_documents(as_documents(invoices, documents))
-
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         now = dt.datetime.now(dt.timezone.utc).isoformat()
         rows = [
@@ -278,9 +290,7 @@ class SQLiteStore:
         ]
 
         def write() -> BatchResult:
-            created: list[int] = []
-            updated: list[int] = []
-            stale: list[int] = []
+            outcomes: dict[WriteOutcome, list[int]] = {"created": [], "updated": [], "stale": []}
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -294,12 +304,10 @@ class SQLiteStore:
                 }
                 for row in rows:
                     before = existing.get(row[0])
-                    if before is None or before[1] is not None:
-                        created.append(row[0])
-                    elif row[1] >= before[0]:  # same second: the later fetch wins
-                        updated.append(row[0])
-                    else:
-                        stale.append(row[0])
+                    stored, deleted = (None, False) if before is None else before
+                    outcome = write_outcome(row[1], stored, deleted=deleted is not None)
+                    outcomes[outcome].append(row[0])
+                    if outcome == "stale":
                         continue
                     db.execute(
                         "INSERT INTO invoices (id, revision, invoice_number, state, contact_id,"
@@ -316,7 +324,7 @@ class SQLiteStore:
                 if db.in_transaction:  # SQLite already rolled back after e.g. a full disk
                     db.execute("ROLLBACK")
                 raise
-            return BatchResult(created=created, updated=updated, stale=stale)
+            return BatchResult(**outcomes)
 
         if not rows:
             return BatchResult(created=[], updated=[], stale=[])

@@ -158,8 +158,12 @@ class HTTPTransport:
         *,
         body: bytes | None = None,
         options: CallOptions | None = None,
+        idempotent: bool = False,
     ) -> Response:
         """Send one API call with retries; returns the 2xx response or raises its error.
+
+        `idempotent` marks a PUT that may be repeated after a 5xx or a lost answer (it
+        only sets attributes); other methods are judged by their name (`retry`).
 
         With a `deadline`, the whole call (budget wait, every attempt and backoff) ends in
         `APITimeoutError` when it runs out; a budget wait longer than what is left fails at
@@ -167,12 +171,20 @@ class HTTPTransport:
         """
         opts = options or self.options
         if opts.deadline is None:
-            return await self._request(method, path, body, opts, None)
+            return await self._request(method, path, body, opts, None, idempotent=idempotent)
         attempts: list[int] = []
         loop = asyncio.get_running_loop()
         try:
             return await asyncio.wait_for(
-                self._request(method, path, body, opts, loop.time() + opts.deadline, attempts),
+                self._request(
+                    method,
+                    path,
+                    body,
+                    opts,
+                    loop.time() + opts.deadline,
+                    attempts,
+                    idempotent=idempotent,
+                ),
                 opts.deadline,
             )
         except asyncio.TimeoutError:
@@ -192,6 +204,8 @@ class HTTPTransport:
         opts: CallOptions,
         deadline_at: float | None,
         attempts: list[int] | None = None,
+        *,
+        idempotent: bool = False,
     ) -> Response:
         policy = opts.retry
         loop = asyncio.get_running_loop()
@@ -213,14 +227,16 @@ class HTTPTransport:
                 if (
                     failure.retryable
                     and self._may_retry(policy, attempt, started, loop)
-                    and policy.retries_error(method, connected=failure.connected)
+                    and policy.retries_error(
+                        method, connected=failure.connected, idempotent=idempotent
+                    )
                 ):
                     await self._backoff(policy, method, url, attempt, None, str(failure.error))
                     continue
                 raise failure.error from failure.error.__cause__
             if (
                 response.status in RETRY_STATUSES
-                and policy.retries_status(method, response.status)
+                and policy.retries_status(method, response.status, idempotent=idempotent)
                 and self._may_retry(policy, attempt, started, loop)
             ):
                 after = retry_after_seconds(response.headers)
@@ -261,7 +277,7 @@ class HTTPTransport:
         why: str,
     ) -> None:
         delay = policy.delay(attempt, retry_after)
-        logger.info(
+        logger.warning(
             "%s %s failed (%s); retry %d/%d in %.2fs",
             method,
             url.path,
@@ -388,8 +404,12 @@ class BoundTransport:
     def fmt(self) -> Format:
         return self.transport.fmt
 
-    async def request(self, method: str, path: str, *, body: bytes | None = None) -> Response:
-        return await self.transport.request(method, path, body=body, options=self.options)
+    async def request(
+        self, method: str, path: str, *, body: bytes | None = None, idempotent: bool = False
+    ) -> Response:
+        return await self.transport.request(
+            method, path, body=body, options=self.options, idempotent=idempotent
+        )
 
 
 def _hold(timeout: aiohttp.ClientTimeout) -> float | None:

@@ -1,10 +1,11 @@
 """When and how long to wait before trying a failed request again.
 
-Only what is safe to repeat is repeated. GET (no effect) and DELETE (a repeat finds the
-invoice gone: a 404 on a retried DELETE counts as done) are retried after connection
-errors, timeouts and 500/502/503/504. PUT and POST are retried only when the connection
-could not be opened at all: a PUT that adds a line, sends an invoice or a reminder,
-answered after our timeout, would otherwise act twice.
+Only what is safe to repeat is repeated. GET (no effect), DELETE (a repeat finds the
+invoice gone: a 404 on a retried DELETE counts as done) and a PUT that only sets
+attributes (its caller says so: sent twice, the values are the same) are retried after
+connection errors, timeouts and 500/502/503/504. Any other PUT, and every POST, is
+retried only when the connection could not be opened at all: a PUT that adds a line,
+sends an invoice or a reminder, answered after our timeout, would otherwise act twice.
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ from collections.abc import Callable
 
 import attrs
 
-__all__ = ["REPEATABLE_METHODS", "RETRY_STATUSES", "RetryPolicy"]
+__all__ = ["REPEATABLE_METHODS", "RETRY_STATUSES", "RetryPolicy", "is_repeatable"]
 
 # Methods whose repetition has the effect of doing them once.
 REPEATABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
+
+
+def is_repeatable(method: str, *, idempotent: bool = False) -> bool:
+    """Whether sending the request again has the effect of sending it once: the methods
+    of `REPEATABLE_METHODS`, and a PUT whose caller marked it `idempotent`."""
+    return method in REPEATABLE_METHODS or (idempotent and method == "PUT")
 
 
 @attrs.frozen
@@ -41,12 +48,12 @@ class RetryPolicy:
         """No retries at all."""
         return cls(attempts=1)
 
-    def retries_status(self, method: str, status: int) -> bool:
-        return method in REPEATABLE_METHODS and status in RETRY_STATUSES
+    def retries_status(self, method: str, status: int, *, idempotent: bool = False) -> bool:
+        return is_repeatable(method, idempotent=idempotent) and status in RETRY_STATUSES
 
-    def retries_error(self, method: str, *, connected: bool) -> bool:
+    def retries_error(self, method: str, *, connected: bool, idempotent: bool = False) -> bool:
         """After a transport error: `connected` is False when no connection was opened."""
-        return method in REPEATABLE_METHODS or not connected
+        return is_repeatable(method, idempotent=idempotent) or not connected
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to sleep before retry number `retry` (1-based)."""

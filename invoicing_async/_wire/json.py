@@ -35,7 +35,7 @@ __all__ = [
     "encode_json",
     "iter_json_array",
     "iter_json_array_text",
-    "split_json_array",
+    "split_members",
 ]
 
 
@@ -264,16 +264,19 @@ def iter_json_array(body: bytes) -> Iterator[Any] | None:
     return _mapped_errors(_array_members(*found))
 
 
-def iter_json_array_text(body: bytes) -> Iterator[tuple[Any, str]] | None:
-    """Like `iter_json_array`, with each member's own text as sent (to store as is)."""
+def iter_json_array_text(
+    body: bytes, decoder: json.JSONDecoder | None = None
+) -> Iterator[tuple[Any, str]] | None:
+    """Like `iter_json_array`, with each member's own text as sent (to store as is).
+    `decoder` reads the members (by default as `decode_json` does)."""
     if _windowed(body):
         check_element_count(_count_commas(body), "JSON document")
-        return _mapped_errors(_windowed_members(body, _member_decoder()))
+        return _mapped_errors(_windowed_members(body, decoder or _member_decoder()))
     found = _array_text(body)
     if found is None:
         return None
-    text, decoder = found
-    spans = _array_spans(text, decoder)
+    text, default = found
+    spans = _array_spans(text, decoder or default)
     return _mapped_errors((value, text[start:end]) for value, start, end in spans)
 
 
@@ -298,16 +301,44 @@ _MEMBER = msgspec.json.Decoder(float_hook=_number)
 MEMBER_REFUSALS = (msgspec.MsgspecError, DecodeError, RecursionError, ValueError)
 
 
-def split_json_array(body: bytes) -> list[bytes] | None:
-    """The members of a top-level JSON array as their bytes, as sent, split in C without
-    building a value. None when msgspec cannot (not UTF-8, not an array, malformed, too
-    deep, too large): `iter_json_array_text` then reads it and names what is wrong."""
-    if len(body) > _SPLIT_BYTES:
-        return None
-    try:
-        return [bytes(raw) for raw in _RAW_MEMBERS.decode(body)]
-    except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: not UTF-8
-        return None
+def _keep_text(text: str) -> str:
+    return text
+
+
+# Reads a member's syntax only: numbers stay text, so a value out of bounds in one member
+# (`1e999`, 5,000 digits) does not stop the reader; each member is judged on its own later.
+_SYNTAX_ONLY = json.JSONDecoder(
+    parse_float=_keep_text, parse_int=_keep_text, parse_constant=_keep_text
+)
+
+
+def split_members(body: bytes, limit: int) -> list[bytes]:
+    """The members of a top-level JSON array as their bytes, as sent, without judging
+    their values (the caller reads each member on its own). Refuses, as `DecodeError`, a
+    body that is not an array of well-formed JSON, and one of more than `limit` members
+    before any member is kept: a large body is read one member at a time and given up
+    at member `limit + 1`; a small one (at most `_SPLIT_BYTES`) is split in C."""
+    if len(body) <= _SPLIT_BYTES:
+        try:
+            raws = _RAW_MEMBERS.decode(body)
+        except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: not UTF-8
+            pass  # the reader below names what is wrong
+        else:
+            _check_members(len(raws), limit)
+            return [bytes(raw) for raw in raws]
+    members = iter_json_array_text(body, _SYNTAX_ONLY)
+    if members is None:
+        raise DecodeError("expected a JSON array of members")
+    kept: list[bytes] = []
+    for _value, text in members:
+        _check_members(len(kept) + 1, limit)
+        kept.append(text.encode("utf-8", "surrogatepass"))
+    return kept
+
+
+def _check_members(count: int, limit: int) -> None:
+    if count > limit:
+        raise DecodeError(f"a reply of more than {limit} members, the most it may hold")
 
 
 def decode_member(raw: bytes) -> Any:

@@ -28,7 +28,7 @@ _FAST_BYTES = 4 << 20
 
 
 class _Pair(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    id: _Int64
+    id: Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]  # never negative
     revision: _Int64
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 from decimal import Decimal, InvalidOperation
@@ -23,23 +24,51 @@ MAX_DECIMAL_EXPONENT = 100
 # gzip could grow into gigabytes of objects.
 MAX_ELEMENTS = 10_000_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Rails documents nest five levels (invoices > invoice > details > detail > field); a
+# hundred leaves room for any real extension and refuses a pathological one early. Both
+# formats and every reader (the C check, the converter, the XML reader) apply this one.
+MAX_DEPTH = 100
+
+
+def is_ascii_integer(text: str) -> bool:
+    """ASCII digits with an optional sign, as the service writes integers (`int()` would
+    also take "６０", "١٢٣" and "1_000")."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return text.isascii() and digits.isdigit()
+
+
+def _ascii_number(text: str) -> bool:
+    """Only what the service writes in a number: ASCII, no "_" (which `Decimal()` takes)."""
+    return text.isascii() and "_" not in text
 
 
 def parse_decimal(text: str) -> Decimal:
-    """Exact decimal from text; never through float. Refuses NaN and infinities."""
+    """Exact decimal from text; never through float. Refuses NaN and infinities, and
+    digits other than ASCII ones."""
     if len(text) > MAX_NUMBER_CHARS:
         raise DecodeError(f"number too long ({len(text)} characters)")
+    if not _ascii_number(text):
+        raise DecodeError(f"not a decimal number: {text[:40]!r}")
     try:
         value = Decimal(text)
     except InvalidOperation:
         raise DecodeError(f"not a decimal number: {text[:40]!r}") from None
-    if not value.is_finite():
-        raise DecodeError(f"not a finite decimal number: {text[:40]!r}")
-    if value and abs(value.adjusted()) > MAX_DECIMAL_EXPONENT:
-        raise DecodeError(
-            f"decimal out of range: {text[:40]!r} (exponent beyond ±{MAX_DECIMAL_EXPONENT})"
-        )
+    why = decimal_out_of_bounds(value)
+    if why is not None:
+        raise DecodeError(f"{why}: {text[:40]!r}")
     return value
+
+
+def decimal_out_of_bounds(value: Decimal) -> str | None:
+    """Why a decimal is no amount or rate the service sends or takes (None when it is):
+    the bounds every decoder keeps, and every encoder before it writes one."""
+    if not value.is_finite():
+        return "not a finite decimal number"
+    if value and abs(value.adjusted()) > MAX_DECIMAL_EXPONENT:
+        return f"decimal out of range (exponent beyond ±{MAX_DECIMAL_EXPONENT})"
+    if len(value.as_tuple().digits) > MAX_NUMBER_CHARS:
+        return f"decimal of more than {MAX_NUMBER_CHARS} digits"
+    return None
 
 
 def count_in(raw: bytes, needle: bytes) -> int:
@@ -73,6 +102,8 @@ def parse_int(text: str) -> int:
     # int() and Decimal() skip surrounding white space themselves.
     if len(text) > MAX_NUMBER_CHARS:
         raise DecodeError(f"integer too long ({len(text)} characters)")
+    if not _ascii_number(text):
+        raise DecodeError(f"not an integer: {text[:40]!r}")
     try:
         return check_int_range(int(text))
     except ValueError:
@@ -89,10 +120,15 @@ def parse_bool(text: str) -> bool:
 
 
 def parse_date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise DecodeError(f"not a date (YYYY-MM-DD): {text[:40]!r}") from None
+    """ISO date; a full timestamp (`2014-07-31T12:00:00+02:00`) gives the date as written,
+    as Rails casts it (clients of the service sent every date that way)."""
+    text = text.strip()
+    with contextlib.suppress(ValueError):
+        return dt.date.fromisoformat(text)
+    if len(text) > 10 and text[10] in "Tt":
+        with contextlib.suppress(DecodeError):
+            return parse_datetime(text).date()
+    raise DecodeError(f"not a date (YYYY-MM-DD): {text[:40]!r}")
 
 
 def parse_datetime(text: str) -> dt.datetime:

@@ -18,10 +18,12 @@ from typing import Any
 import xmltodict
 
 from invoicing_async._wire.scalars import format_datetime, format_decimal
+from invoicing_async._wire.xml_kinds import BadMember
 from invoicing_async._wire.xml_reader import XmlReader
 from invoicing_async.errors import DecodeError
 
 __all__ = [
+    "BadMember",
     "XmlReader",
     "decode_xml",
     "decode_xml_batches",
@@ -78,30 +80,37 @@ def decode_xml_members(
     body: bytes | str,
     on_member: Callable[[Any], None],
     on_root: Callable[[str], None] | None = None,
+    *,
+    judge_members: bool = False,
 ) -> str:
     """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`.
 
     The whole tree is never built, so a list of a million members costs only what
     `on_member` keeps. `on_root` sees the root name before the first member is decoded
-    (and may raise to refuse the document). Returns the root name.
+    (and may raise to refuse the document). Returns the root name. `judge_members`: a
+    member with a value that cannot be decoded is handed on as a `BadMember`.
     """
 
     def each(batch: list[Any]) -> None:
         for member in batch:
             on_member(member)
 
-    return decode_xml_batches(body, each, on_root)
+    return decode_xml_batches(body, each, on_root, judge_members=judge_members)
 
 
 def decode_xml_batches(
     body: bytes | str,
     on_batch: Callable[[list[Any]], None],
     on_root: Callable[[str], None] | None = None,
+    *,
+    judge_members: bool = False,
 ) -> str:
     """`decode_xml_members` a list at a time: the members each slice of the body
     completed, for a caller whose work per member is small enough to count."""
     raw, encoding = _raw(body)
-    reader = XmlReader(members=True, on_root=on_root, encoding=encoding)
+    reader = XmlReader(
+        members=True, on_root=on_root, encoding=encoding, judge_members=judge_members
+    )
     view = memoryview(raw)
     for start in range(0, len(raw), _SLICE):
         batch = reader.feed(view[start : start + _SLICE])

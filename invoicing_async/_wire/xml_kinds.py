@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from invoicing_async._wire.scalars import (
+    MAX_DEPTH,
     MAX_ELEMENTS,
     check_element_count,
     count_in,
@@ -26,6 +27,7 @@ __all__ = [
     "PLAIN",
     "SKIP",
     "TOP",
+    "BadMember",
     "ElementCount",
     "Failed",
     "flatten",
@@ -38,10 +40,6 @@ __all__ = [
     "repeat",
     "too_deep",
 ]
-
-# Rails documents nest five levels (invoices > invoice > details > detail > field); a
-# hundred leaves room for any real extension and refuses a pathological one early.
-MAX_DEPTH = 100
 
 
 def _nil(_text: str) -> None:
@@ -75,7 +73,7 @@ SKIP: Callable[[str], None] = _nil  # inside a dropped element: never decoded
 
 def _int(text: str) -> int:
     # Shorter than 19 characters, an integer is within 64 bits: no range check needed.
-    if len(text) < 19:
+    if len(text) < 19 and text.isascii() and "_" not in text:
         try:
             return int(text)
         except ValueError:
@@ -220,14 +218,39 @@ class Failed:
 
 def raise_first_failure(value: Any) -> None:
     """Raise the error of the first `Failed` in `value`, in the order of its dicts."""
+    found = first_failure(value)
+    if found is not None:
+        raise found[1]
+
+
+def first_failure(value: Any, path: tuple[str, ...] = ()) -> tuple[str, DecodeError] | None:
+    """Where the first `Failed` in `value` is (`details.price`) and its error, or None."""
     if value.__class__ is Failed:
-        raise value.error
+        return ".".join(path), value.error
+    items: Any = ()
     if value.__class__ is dict:
-        for item in value.values():
-            raise_first_failure(item)
+        items = value.items()
     elif value.__class__ is list:
-        for item in value:
-            raise_first_failure(item)
+        items = ((None, item) for item in value)
+    for key, item in items:
+        found = first_failure(item, path if key is None else (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+class BadMember:
+    """A list member holding a value that could not be decoded, handed on in its place
+    by a reader that judges each member on its own: the member as far as it was read
+    (for its id), where the bad value is, and why."""
+
+    __slots__ = ("error", "path", "value")
+
+    def __init__(self, value: Any) -> None:
+        found = first_failure(value)
+        assert found is not None  # only made for a member that holds a `Failed`
+        self.value = value
+        self.path, self.error = found
 
 
 def too_deep() -> None:

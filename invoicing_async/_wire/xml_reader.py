@@ -24,6 +24,7 @@ from invoicing_async._wire.xml_kinds import (
     PLAIN,
     SKIP,
     TOP,
+    BadMember,
     ElementCount,
     Failed,
     flatten,
@@ -53,7 +54,9 @@ class XmlReader:
     own and returned by the `feed` or `close` call that completed it, never attached to
     a tree (`on_root` sees the root name as the first member starts, and may raise).
     Otherwise `close()` leaves the whole document in `value`. `root` is the root name.
-    Every failure is a `DecodeError`; the reader is then unusable.
+    Every failure is a `DecodeError`; the reader is then unusable. With `judge_members`,
+    a member holding a value that cannot be decoded (a bad `type="datetime"`) is handed on
+    as a `BadMember` instead, and reading goes on: its neighbours are not its fault.
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class XmlReader:
         members: bool = False,
         on_root: Callable[[str], None] | None = None,
         encoding: str | None = None,
+        judge_members: bool = False,
     ) -> None:
         self.root: str | None = None
         self.value: Any = None
@@ -69,6 +73,7 @@ class XmlReader:
         self._count = ElementCount()
         self._failed_value = False
         self._failed = False
+        self._judge_members = judge_members
         self._parser = self._build(members, on_root, encoding)
 
     def feed(self, chunk: bytes | memoryview) -> list[Any]:
@@ -146,6 +151,7 @@ class XmlReader:
         # they are decoded without touching the stack): its kind, None when there is none.
         leaf: Any = None
         emitted = False  # members mode: a member was handed on
+        judge = self._judge_members
         failed = False  # a value could not be decoded: see `Failed`
 
         def start(name: str, attrs: list[str]) -> None:  # noqa: C901
@@ -232,7 +238,9 @@ class XmlReader:
                     kids[name] = value
             elif kind is MEMBERS:
                 if failed:
-                    raise_first_failure(value)
+                    if not judge:
+                        raise_first_failure(value)
+                    value, failed = BadMember(value), False
                 emitted = True
                 emit(value)
             elif kind is TOP:

@@ -40,6 +40,8 @@ from invoicing_async.testing._templates import TemplateOperations
 __all__ = ["Account", "PushEvent", "RecordedRequest"]
 
 SEND_METHODS = ("email", "hand", "post")
+# The email text of the account's invoice profile, used when a send leaves it out.
+PROFILE_INVOICE_TEXT = "Dear customer, please find our invoice attached."
 
 
 @attrs.frozen
@@ -272,25 +274,33 @@ class Account(TemplateOperations):
             now=self.clock.now().replace(microsecond=0),
         )
 
+    def contact_email(self, invoice: Invoice) -> str:
+        """The address of the invoice's contact (the fake's contacts have made-up ones)."""
+        if invoice.contact_id is not None:
+            return f"contact-{invoice.contact_id}@example.com"
+        return invoice.email or f"invoice-{invoice.id}@example.com"
+
     def send_invoice(self, ident: int, payload: Mapping[str, Any], *, reminder: bool) -> Invoice:
+        """Send or remind. Left out, `email` is the contact's address and `invoice_email`
+        the profile's text, as the service took them (field notes); only the method is
+        required."""
         invoice = self.get_invoice(ident)
         errors = []
-        for key in ("email", "invoice_email", "send_method"):
-            if not payload.get(key):
-                errors.append(FieldError(key, "can't be blank"))
         method = payload.get("send_method")
-        if method and method not in SEND_METHODS:
+        if not method:
+            errors.append(FieldError("send_method", "can't be blank"))
+        elif method not in SEND_METHODS:
             errors.append(FieldError("send_method", "is not included in the list"))
         if reminder and invoice.state not in ("open", "late"):
             errors.append(FieldError("state", "a reminder needs an open or late invoice"))
         if errors:
             raise Unprocessable(errors)
-        invoice.email = payload["email"]
+        invoice.email = payload.get("email") or self.contact_email(invoice)
         if reminder:
             self._history(invoice, f"invoice_reminder_sent_{method}")
         else:
             invoice.send_method = method
-            invoice.invoice_email = payload["invoice_email"]
+            invoice.invoice_email = payload.get("invoice_email") or PROFILE_INVOICE_TEXT
             today = self.clock.today()
             if invoice.invoice_date is None:
                 invoice.invoice_date = today
@@ -310,7 +320,8 @@ class Account(TemplateOperations):
         self.refresh()
         return invoice
 
-    def register_payment(self, ident: int, payment: InvoicePayment) -> InvoicePayment:
+    def register_payment(self, ident: int, payment: InvoicePayment) -> Invoice:
+        """Add the payment; the invoice is paid when covered exactly. Returns the invoice."""
         invoice = self.get_invoice(ident)
         errors = []
         if payment.price is None:
@@ -338,7 +349,7 @@ class Account(TemplateOperations):
             self._set_state(invoice, "paid")
             self._history(invoice, "invoice_paid")
         self._touch(invoice)
-        return stored
+        return invoice
 
     def delete_invoice(self, ident: int) -> None:
         self.get_invoice(ident)

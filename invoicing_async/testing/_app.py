@@ -130,9 +130,10 @@ async def send_invoice(c: Call) -> Result:
 
 
 async def register_payment(c: Call) -> Result:
+    """201 with the updated invoice, not the payment, as the service answered (field notes)."""
     payment = parse_model(parse_body(c.body, c.fmt, "payment"), InvoicePayment)
-    stored = c.account.register_payment(int(c.params["id"]), payment)
-    return _ok(201, dump_model(stored, c.fmt, mode="document"))
+    invoice = c.account.register_payment(int(c.params["id"]), payment)
+    return _ok(201, _invoice(c, invoice))
 
 
 async def delete_invoice(c: Call) -> Result:
@@ -216,11 +217,14 @@ _NOT_IN_API = re.compile(
 
 
 def _route(path: str, method: str) -> tuple[Handler | None, dict[str, str], int]:
-    """(handler, params, status if no handler): 404 unknown, 406 not in API, 501 method."""
+    """(handler, params, status if no handler): 404 unknown, 406 not in API, 501 method.
+
+    HEAD is served by the GET handler (the body is left out when sending), as Rails did.
+    """
     for pattern, methods in ROUTES:
         match = pattern.fullmatch(path)
         if match:
-            handler = methods.get(method)
+            handler = methods.get("GET" if method == "HEAD" else method)
             if handler is None:
                 return None, {}, 501
             params = {k: v for k, v in match.groupdict().items() if v is not None}
@@ -230,17 +234,30 @@ def _route(path: str, method: str) -> tuple[Handler | None, dict[str, str], int]
     return None, {}, 404
 
 
-def _authenticate(service: FakeInvoicingService, request: web.Request) -> Account | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "basic":
-        return None
+def _basic_account(service: FakeInvoicingService, token: str) -> Account | None:
     try:
         user, _, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError):
         return None
     account = service.accounts.get(user)
     if account is None or not secrets.compare_digest(account.password, password):
+        return None
+    return account
+
+
+def _authenticate(
+    service: FakeInvoicingService, request: web.Request, body: bytes
+) -> Account | None:
+    """The account a request acts for: HTTP Basic, or OAuth 1.0a when the service has it."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    account = None
+    if scheme.lower() == "basic":
+        account = _basic_account(service, token)
+    elif scheme.lower() == "oauth" and service.oauth1 is not None:
+        user = service.oauth1.verify(request.method, str(request.url), request.headers, body)
+        account = None if user is None else service.accounts.get(user)
+    if account is None:
         return None
     if service.port_per_account:  # each account on its own port only
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
@@ -263,13 +280,16 @@ def build_app(service: FakeInvoicingService) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
         fmt = _fmt(request)
         body = await request.read()
-        account = _authenticate(service, request)
+        account = _authenticate(service, request, body)
         if account is None:
             service.unauthorized += 1
+            challenges = ['Basic realm="Application"']
+            if service.oauth1 is not None:
+                challenges.append('OAuth realm="Application"')
             return web.Response(
                 status=401,
                 body=b"HTTP Basic: Access denied.\n",
-                headers={"WWW-Authenticate": 'Basic realm="Application"'},
+                headers={"WWW-Authenticate": ", ".join(challenges)},
             )
         refused = False
         try:
@@ -295,7 +315,15 @@ def build_app(service: FakeInvoicingService) -> web.Application:
             )
         )
         plan = account.faults
-        if plan.applies_to(request.path) and status < 400 and plan.roll(plan.truncate_rate):
+        head = request.method == "HEAD"
+        if head and isinstance(payload, Streamed):
+            payload = Streamed(iter(()))  # a HEAD answer has no body: nothing to encode
+        if (
+            not head
+            and plan.applies_to(request.path)
+            and status < 400
+            and plan.roll(plan.truncate_rate)
+        ):
             account.counters["truncated"] += 1
             whole = b"".join(payload.pieces) if isinstance(payload, Streamed) else payload
             return await truncated(request, status, whole, fmt, headers)

@@ -16,12 +16,13 @@ from aiohttp import web
 
 from invoicing_async._budget.budget import RateBudget
 from invoicing_async._client import InvoicingClient
-from invoicing_async._transport.auth import BasicAuth
+from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
 from invoicing_async.testing._account import Account, PushEvent
 from invoicing_async.testing._app import build_app, redirect_app
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import DocumentAllowance
 from invoicing_async.testing._generator import populate
+from invoicing_async.testing._oauth import OAuth1Verifier
 from invoicing_async.testing._ratelimit import WindowRule
 
 __all__ = ["FakeInvoicingService"]
@@ -37,6 +38,8 @@ class FakeInvoicingService:
     `tls=False` serves plain http only. Accounts are told apart by their credentials;
     with `port_per_account`, each also listens on a port of its own (`base_url_for`), as
     each real customer has a host of its own, and is refused (401) on any other.
+    With `oauth1=True` it also accepts OAuth 1.0a (HMAC-SHA1) signed requests, one
+    consumer and a token per account: `oauth1_auth` holds the default account's.
     """
 
     def __init__(
@@ -55,8 +58,10 @@ class FakeInvoicingService:
         window_rule: WindowRule = "fixed",
         clock: FakeClock | None = None,
         port_per_account: bool = False,
+        oauth1: bool = False,
     ) -> None:
         self.host = host
+        self.oauth1 = OAuth1Verifier() if oauth1 else None
         self.port_per_account = port_per_account
         self._ports: dict[str, int] = {}  # username -> its own port (port_per_account)
         self.port = port
@@ -112,6 +117,8 @@ class FakeInvoicingService:
         )
         account.on_state_change = self._queue_push
         self.accounts[account.username] = account
+        if self.oauth1 is not None:
+            self.oauth1.issue_token(account.username)
         return account
 
     @property
@@ -128,6 +135,17 @@ class FakeInvoicingService:
 
     def auth_for(self, account: Account) -> BasicAuth:
         return BasicAuth(account.username, account.password)
+
+    @property
+    def oauth1_auth(self) -> OAuth1Auth:
+        """OAuth 1.0a credentials of the default account (the service made with `oauth1=True`)."""
+        return self.oauth1_auth_for(self.account)
+
+    def oauth1_auth_for(self, account: Account) -> OAuth1Auth:
+        if self.oauth1 is None:
+            raise RuntimeError("OAuth 1 is off: make the service with oauth1=True")
+        token, secret = self.oauth1.token_of(account.username)
+        return OAuth1Auth(self.oauth1.consumer_key, self.oauth1.consumer_secret, token, secret)
 
     # -- addresses ----------------------------------------------------------------------
 
@@ -174,11 +192,13 @@ class FakeInvoicingService:
             raise RuntimeError("the fake service is not started: use 'async with' or start()")
 
     def client(self, account: Account | None = None, **kwargs: Any) -> InvoicingClient:
-        """An `InvoicingClient` for an account of this server (budget not binding unless given)."""
+        """An `InvoicingClient` for an account of this server (budget not binding unless
+        given; HTTP Basic unless another `auth` is given)."""
         account = account or self.account
         kwargs.setdefault("budget", RateBudget(limit=100_000))
         kwargs.setdefault("ssl", self.ssl_context)
-        return InvoicingClient(self.base_url_for(account), auth=self.auth_for(account), **kwargs)
+        auth: Auth = kwargs.pop("auth", None) or self.auth_for(account)
+        return InvoicingClient(self.base_url_for(account), auth=auth, **kwargs)
 
     # -- lifecycle ----------------------------------------------------------------------
 

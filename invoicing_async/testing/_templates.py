@@ -43,6 +43,8 @@ class TemplateOperations:
     create_invoice: Callable[[Invoice], Invoice]  # the account's own, used by run_templates
 
     def create_template(self, data: RecurringTemplate) -> RecurringTemplate:
+        if data.frequency is None:  # the service took a template without one (field notes)
+            data = attrs.evolve(data, frequency=1)
         errors = template_errors(data, self.contacts, self.tax_rates, self.clock.today())
         if errors:
             raise Unprocessable(errors)

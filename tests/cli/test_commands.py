@@ -78,7 +78,7 @@ async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -
             *args[:-1], "--dry-run", env={"INVOICING_PASSWORD": service.password}
         )
         assert code == 0, err
-        assert "listed 120: 0 new" in out
+        assert "dry run: listed 120: would fetch 0 in 0 requests" in out
 
         code, out, err = await run(*args, env={"INVOICING_PASSWORD": "wrong-password"})
         assert code == 1
@@ -249,6 +249,26 @@ async def test_fake_server_prints_how_to_connect(tmp_path: Path) -> None:
         assert "base URL:  https://127.0.0.1:" in text
         assert "password:  pw-for-test" in text
     assert (tmp_path / "ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
+
+
+async def test_fake_server_oauth1_prints_credentials_that_sign(tmp_path: Path) -> None:
+    async with fake_server(tmp_path, "--invoices", "3", "--oauth1") as text:
+        lines = {
+            line.split(": ")[0].strip(): line.split(": ", 1)[1].strip().split(" / ")
+            for line in text.splitlines()
+            if ": " in line
+        }
+        consumer_key, consumer_secret = lines["OAuth 1.0a consumer key / secret"]
+        token, token_secret = lines["OAuth 1.0a token / secret"]
+        auth = ia.OAuth1Auth(consumer_key, consumer_secret, token, token_secret)
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        url = lines["base URL"][0]
+        async with ia.InvoicingClient(url, auth=auth, ssl=context) as client:
+            assert len(await client.invoices.list()) == 3
+        wrong = ia.OAuth1Auth(consumer_key, consumer_secret, token, "not-the-secret")
+        async with ia.InvoicingClient(url, auth=wrong, ssl=context) as client:
+            with pytest.raises(ia.AuthenticationError):
+                await client.current_session()
 
 
 def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:

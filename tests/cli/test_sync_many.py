@@ -15,6 +15,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async._cli.accounts_file import AccountsFileError, load_accounts
 from invoicing_async._cli.sync_many import StoreLock
+from invoicing_async._secrets import SecretError, SecretPolicy
 from invoicing_async.testing import FakeInvoicingService
 
 ROOT = Path(__file__).parents[2]
@@ -103,7 +104,8 @@ async def test_an_account_held_by_another_run_is_left_alone(
     assert code == 3, err  # not complete: run again later
     statuses = {a["name"]: a["status"] for a in json.loads(out)["accounts"]}
     assert statuses == {"acct-0": "complete", "acct-1": "locked", "acct-2": "complete"}
-    assert services[1].account.counters["sync_list_ids"] == 0
+    assert services[1].account.counters["sync_list"] == 0
+    assert services[0].account.counters["sync_list"] == 1
 
 
 async def test_one_failing_account_does_not_stop_the_others(
@@ -129,7 +131,7 @@ def test_two_overlapping_locks_on_one_store_exclude_each_other(tmp_path: Path) -
     second.release()
 
 
-def test_accounts_file_defaults_paths_and_secrets(
+async def test_accounts_file_defaults_paths_and_secrets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = tmp_path / "token-secret"
@@ -148,8 +150,11 @@ def test_accounts_file_defaults_paths_and_secrets(
     basic, oauth = load_accounts(tmp_path / "a.toml")
     assert (basic.format, basic.db) == ("json", tmp_path / "dbs" / "basic.sqlite3")
     assert (oauth.format, oauth.db) == ("xml", tmp_path / "elsewhere" / "b.db")
-    assert basic.auth() == ia.BasicAuth("u", "pw-a")
-    assert oauth.auth() == ia.OAuth1Auth("ck", "cs-b", "tk", "ts-value")
+    anywhere = SecretPolicy.unconfined()
+    assert await basic.credentials().resolve(anywhere) == ia.BasicAuth("u", "pw-a")
+    assert await oauth.credentials().resolve(anywhere) == ia.OAuth1Auth(
+        "ck", "cs-b", "tk", "ts-value"
+    )
     assert "pw-a" not in repr(basic)
 
 
@@ -169,7 +174,7 @@ def test_accounts_file_mistakes_are_named(tmp_path: Path, body: str, message: st
         load_accounts(tmp_path / "a.toml")
 
 
-def test_duplicate_names_and_loose_secret_files_are_refused(tmp_path: Path) -> None:
+async def test_duplicate_names_and_loose_secret_files_are_refused(tmp_path: Path) -> None:
     (tmp_path / "d.toml").write_text(
         '[[accounts]]\nname = "a"\nbase_url = "https://a"\n'
         '[[accounts]]\nname = "a"\nbase_url = "https://b"\n'
@@ -183,5 +188,5 @@ def test_duplicate_names_and_loose_secret_files_are_refused(tmp_path: Path) -> N
         f'[[accounts]]\nname = "a"\nbase_url = "https://a"\nusername = "u"\npassword_file = "{loose}"\n'
     )
     (config,) = load_accounts(tmp_path / "l.toml")
-    with pytest.raises(AccountsFileError, match="readable by others"):
-        config.auth()
+    with pytest.raises(SecretError, match="readable by others"):
+        await config.credentials().resolve(SecretPolicy.unconfined())

@@ -6,11 +6,10 @@ from decimal import Decimal
 import pytest
 
 from invoicing_async._models.documents import (
-    load_each,
+    MemberError,
     load_field_errors,
     load_list,
     load_model,
-    load_sync_entries,
     load_sync_revisions,
 )
 from invoicing_async._models.payloads import (
@@ -20,6 +19,7 @@ from invoicing_async._models.payloads import (
     dump_sync_fetch_ids,
     to_wire,
 )
+from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async.errors import DecodeError, FieldError
 from invoicing_async.models import (
     CurrentSession,
@@ -119,11 +119,11 @@ def test_list_documents_in_every_shape() -> None:
 def test_sync_entries_both_formats() -> None:
     xml = b"""<invoices type="array"><invoice><id type="integer">1</id>
     <revision type="integer">1406734421</revision></invoice></invoices>"""
-    assert [(e.id, e.revision) for e in load_sync_entries(xml, "xml")] == [(1, 1406734421)]
+    assert list(load_sync_revisions(xml, "xml").items()) == [(1, 1406734421)]
     js = b'[{"invoice": {"id": 1, "revision": 5}}, {"invoice": {"id": "2", "revision": "6"}}]'
-    assert [(e.id, e.revision) for e in load_sync_entries(js, "json")] == [(1, 5), (2, 6)]
+    assert list(load_sync_revisions(js, "json").items()) == [(1, 5), (2, 6)]
     with pytest.raises(DecodeError, match="revision"):
-        load_sync_entries(b'[{"invoice": {"id": 1}}]', "json")
+        load_sync_revisions(b'[{"invoice": {"id": 1}}]', "json")
 
 
 @pytest.mark.parametrize(
@@ -242,8 +242,13 @@ def test_sync_revisions_are_compact_and_handle_odd_orders() -> None:
         )
 
 
-def test_load_each_sets_an_unreadable_member_aside_with_its_id() -> None:
+def load_each(body: bytes, fmt: Format, _cls: object) -> tuple[list[Invoice], list[MemberError]]:
+    """A sync-fetch reply's invoices as models, and the members set aside."""
+    documents, failed = load_invoice_documents(body, fmt, limit=100)
+    return [document.model() for document in documents], failed
 
+
+def test_an_unreadable_member_is_set_aside_with_its_id() -> None:
     body = (
         b'[{"invoice": {"id": 1, "revision": 5}}, {"invoice": {"id": 2, "created_at": "yesterday"}},'
         b' {"invoice": {"id": "x", "created_at": "never"}}, {"invoice": {"id": 3}}]'

@@ -107,5 +107,6 @@ class MemoryAccount:
     def _member(self, invoice: m.Invoice) -> dict[str, Any]:
         """The invoice as the service writes it, with this account's unreadable fields."""
         fields = attrs.asdict(invoice)
+        extra = fields.pop("extra")  # members the models do not know, written as they came
         member = {k: v for k, v in fields.items() if v is not None and v != []}
-        return {**member, **self.unreadable.get(invoice.id or 0, {})}
+        return {**member, **extra, **self.unreadable.get(invoice.id or 0, {})}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ import invoicing_async as ia
 from invoicing_async.sync import (
     BatchCommitted,
     BatchResult,
+    InvoiceDocument,
     MemoryStore,
     PendingEntry,
     SQLiteStore,
@@ -20,6 +22,7 @@ from invoicing_async.sync import (
     SyncProgress,
 )
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
+from tests.sync.documents import documents_of
 
 
 @pytest.fixture
@@ -149,8 +152,10 @@ async def test_an_older_revision_never_overwrites_a_newer_one() -> None:
     from invoicing_async import models as m
 
     store = MemoryStore()
-    await store.apply_batch([m.Invoice(id=1, revision=10, po_number="new")])
-    result = await store.apply_batch([m.Invoice(id=1, revision=9, po_number="old")])
+    await store.apply_documents(documents_of([m.Invoice(id=1, revision=10, po_number="new")]))
+    result = await store.apply_documents(
+        documents_of([m.Invoice(id=1, revision=9, po_number="old")])
+    )
     assert result.stale == [1]
     stored = await store.get(1)
     assert stored is not None
@@ -253,7 +258,7 @@ async def test_a_json_sync_builds_no_model_and_stores_what_was_sent(
 
 
 class ModelsOnlyStore:
-    """A store written against the first `Store` protocol: `apply_batch(invoices)` only."""
+    """A user's store that keeps models: `document.model()` of each document it is given."""
 
     def __init__(self) -> None:
         self.inner = MemoryStore()
@@ -268,9 +273,9 @@ class ModelsOnlyStore:
     def iter_invoices(self) -> AsyncIterator[ia.models.Invoice]:
         return self.inner.iter_invoices()
 
-    async def apply_batch(self, invoices: list[ia.models.Invoice]) -> BatchResult:
-        self.batches.append(list(invoices))
-        return await self.inner.apply_batch(invoices)
+    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
+        self.batches.append([document.model() for document in documents])
+        return await self.inner.apply_documents(documents_of(self.batches[-1]))
 
     async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:
         return await self.inner.apply_deletions(ids, at)
@@ -285,14 +290,13 @@ class ModelsOnlyStore:
         await self.inner.close()
 
 
-async def test_a_store_without_documents_is_given_models(
+async def test_a_store_that_keeps_models_builds_them_from_the_documents(
     big_service: FakeInvoicingService, fmt: str
 ) -> None:
     populate(big_service.account, 150, seed=9)
     store = ModelsOnlyStore()
     async with big_service.client(format=fmt) as client:
-        # The first protocol's shape (no `documents`): typed as it was, kept working.
-        report = await SyncEngine(client, store).run()  # type: ignore[arg-type]
+        report = await SyncEngine(client, store).run()
     assert report.created == 150
     assert [len(b) for b in store.batches] == [100, 50]
     assert all(isinstance(inv, ia.models.Invoice) for b in store.batches for inv in b)
@@ -302,24 +306,20 @@ async def test_a_store_without_documents_is_given_models(
 async def test_a_store_that_keeps_models_gets_each_invoice_decoded_once(
     big_service: FakeInvoicingService, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """`MemoryStore` keeps models: the engine asks for them at once, instead of checking
-    each member in C and parsing it again to build the model."""
+    """`MemoryStore` keeps models: each is built from the member the C check parsed, never
+    by parsing the member's text a second time."""
     from invoicing_async._models import stored
-    from invoicing_async._models.strict_json import checked_invoice as original
 
     populate(big_service.account, 150, seed=10)
-    checked: list[bytes] = []
+    parsed_again: list[bytes] = []
 
-    def counting(raw: bytes) -> object:
-        checked.append(raw)
-        return original(raw)
+    def counting(body: bytes, *args: Any) -> object:
+        parsed_again.append(body)
+        raise AssertionError("a member was parsed twice")
 
-    monkeypatch.setattr(stored, "checked_invoice", counting)
+    monkeypatch.setattr(stored, "load_model", counting)
     store = MemoryStore()
     async with big_service.client(format="json") as client:
         assert (await SyncEngine(client, store).run()).created == 150
-        assert checked == []
-        assert store.invoices == big_service.account.invoices
-        async with SQLiteStore(tmp_path / "s.db") as documents:  # takes documents: checked
-            assert (await SyncEngine(client, documents).run()).created == 150
-        assert len(checked) == 150
+    assert parsed_again == []
+    assert store.invoices == big_service.account.invoices

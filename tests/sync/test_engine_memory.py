@@ -109,26 +109,28 @@ async def test_failed_batches_are_given_back_and_retried() -> None:
 
 
 def _mangled(ids: list[int], invoices: list[m.Invoice]) -> list[m.Invoice]:
-    """A hostile reply: every invoice twice (the copy older), and strangers."""
+    """A hostile reply: every invoice twice (the copy older), and strangers, up to the 100
+    members a reply may hold (a longer one is refused whole)."""
     older = [
         m.Invoice(id=i.id, revision=(i.revision or 0) - 100, po_number="older") for i in invoices
     ]
     strangers = [
-        m.Invoice(id=10_000 + n, revision=1, po_number="not asked for") for n in range(150)
+        m.Invoice(id=10_000 + n, revision=1, po_number="not asked for")
+        for n in range(100 - 2 * len(invoices))
     ]
     return [*invoices, *older, *strangers]
 
 
 async def test_replies_are_not_trusted_as_sent() -> None:
-    account = MemoryAccount(120)
+    account = MemoryAccount(40)
     account.tick(60)
     account.reply = _mangled
     store = MemoryStore()
     report = await SyncEngine(account.client(), store).run()
-    assert report.created == 120
+    assert report.created == 40
     assert await store.revisions() == {i: inv.revision for i, inv in account.data.items()}
     assert not any(i >= 10_000 for i in await store.revisions())
-    assert report.ignored == 120 + 150 * 2
+    assert report.ignored == 40 + 20
     stored = await store.get(5)
     assert stored is not None
     assert stored.po_number != "older"
@@ -170,3 +172,40 @@ async def test_one_unreadable_invoice_is_quarantined_and_its_neighbours_stored()
     account.tick(60)
     third = await SyncEngine(account.client(), store).run()
     assert (third.created, third.requests) == (1, 2)
+
+
+async def test_a_revision_that_goes_back_is_taken_from_the_service(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The service restored from a backup: 100 -> 50 with other content. The store takes
+    the service's copy (the source of truth) and says so."""
+    account = MemoryAccount(3)
+    account.tick(60)
+    store = MemoryStore()
+    await SyncEngine(account.client(), store).run()
+    restored = m.Invoice(id=2, revision=int(account.now) - 3600, po_number="from backup")
+    account.data[2] = restored
+    account.tick(60)
+    report = await SyncEngine(account.client(), store).run()
+    assert await store.get(2) == restored
+    assert (await store.revisions())[2] == restored.revision
+    assert report.requests == 2
+    assert "lower revision than stored" in caplog.text
+    again = await SyncEngine(account.client(), store).run()  # and then it is simply current
+    assert (again.requests, again.unchanged) == (1, 3)
+
+
+async def test_an_id_always_returned_older_than_listed_is_quarantined() -> None:
+    """The fetch keeps answering an older revision than the list shows: stored as it is,
+    tried again for `max_attempts` runs, then quarantined and reported, not refetched."""
+    account = MemoryAccount(150)
+    account.tick(60)
+    listed_at = int(account.now)
+    older = m.Invoice(id=9, revision=listed_at - 100, po_number="stale replica", state="open")
+    account.reply = lambda ids, invoices: [older if i.id == 9 else i for i in invoices]
+    store = MemoryStore()
+    reports = [await SyncEngine(account.client(), store, max_attempts=3).run() for _ in range(5)]
+    assert [r.quarantined for r in reports[:3]] == [[], [], [9]]
+    assert [r.requests for r in reports[3:]] == [1, 1]  # the list only: 9 is not refetched
+    assert reports[3].quarantined == [9]
+    assert await store.get(9) == older

@@ -23,13 +23,14 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._sync.postgres_schema import SCHEMA_VERSION
+from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
 from tests.servers import PostgresServer, free_port
+from tests.sync.documents import documents_of
 
 #: Every migration this package has, as `migrate` reports applying them to a new database.
-ALL = list(range(1, SCHEMA_VERSION + 1))
+ALL = list(range(1, SCHEMA.latest + 1))
 
 AT = dt.datetime(2014, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -46,10 +47,12 @@ async def test_two_accounts_in_one_database_are_isolated(postgres_url: str) -> N
         PostgresStore(postgres_url, account="acme") as acme,
         PostgresStore(postgres_url, account="globex") as globex,
     ):
-        assert (await acme.apply_batch([inv(1, 10, "acme"), inv(2, 10)])).created == [1, 2]
+        assert (
+            await acme.apply_documents(documents_of([inv(1, 10, "acme"), inv(2, 10)]))
+        ).created == [1, 2]
         # The same ids in the other account are new there, and an older revision is no
         # reason to call them stale: nothing of acme's is seen.
-        fresh = await globex.apply_batch([inv(1, 5, "globex"), inv(3, 5)])
+        fresh = await globex.apply_documents(documents_of([inv(1, 5, "globex"), inv(3, 5)]))
         assert (fresh.created, fresh.stale) == ([1, 3], [])
         assert await acme.apply_deletions([2, 3], AT) == 1  # 3 is globex's
         await acme.save_pending({7: PendingEntry(id=7, revision=1)})
@@ -70,7 +73,9 @@ async def test_two_accounts_in_one_database_are_isolated(postgres_url: str) -> N
 async def test_many_stores_share_one_pool_and_leave_it_open(postgres_url: str) -> None:
     async with PostgresStore.connection_pool(postgres_url, max_size=2) as pool:
         stores = [PostgresStore(pool, account=f"a{n}") for n in range(5)]
-        await asyncio.gather(*(s.apply_batch([inv(n, n)]) for n, s in enumerate(stores)))
+        await asyncio.gather(
+            *(s.apply_documents(documents_of([inv(n, n)])) for n, s in enumerate(stores))
+        )
         for store in stores:
             await store.close()
         assert not pool.closed
@@ -84,10 +89,20 @@ async def test_many_stores_share_one_pool_and_leave_it_open(postgres_url: str) -
 
 async def test_a_batch_is_one_statement_that_tells_outcomes_apart(postgres_url: str) -> None:
     async with PostgresStore(postgres_url, account="acme") as store:
-        await store.apply_batch([inv(i, 10) for i in range(1, 5)])
+        await store.apply_documents(documents_of([inv(i, 10) for i in range(1, 5)]))
         await store.apply_deletions([3, 4], AT)
-        result = await store.apply_batch(
-            [inv(5, 1), inv(1, 11), inv(2, 9), inv(3, 10), inv(4, 2), inv(6, 1), inv(6, 3, "six")]
+        result = await store.apply_documents(
+            documents_of(
+                [
+                    inv(5, 1),
+                    inv(1, 11),
+                    inv(2, 9),
+                    inv(3, 10),
+                    inv(4, 2),
+                    inv(6, 1),
+                    inv(6, 3, "six"),
+                ]
+            )
         )
         # 3 and 4 were tombstones: revived, and counted created whatever their revision.
         # 6 came twice: written once, at its newest revision.
@@ -108,7 +123,9 @@ async def test_concurrent_overlapping_batches_count_each_id_created_once(
         # locked in id order (no deadlock), and the upsert decides under the row lock.
         results = await asyncio.gather(
             *(
-                store.apply_batch([inv(i, 10 + w) for i in (ids if w % 2 else ids[::-1])])
+                store.apply_documents(
+                    documents_of([inv(i, 10 + w) for i in (ids if w % 2 else ids[::-1])])
+                )
                 for w in range(8)
             )
         )
@@ -122,7 +139,7 @@ async def test_a_cancelled_batch_is_all_or_nothing(postgres_url: str) -> None:
         await store.get(0)
         for n in range(30):
             batch = [inv(n * 100 + i, 1, "x" * 2000) for i in range(1, 101)]
-            task = asyncio.ensure_future(store.apply_batch(batch))
+            task = asyncio.ensure_future(store.apply_documents(documents_of(batch)))
             await asyncio.sleep(n * 0.0005)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -132,18 +149,30 @@ async def test_a_cancelled_batch_is_all_or_nothing(postgres_url: str) -> None:
     print(f"{len(stored) // 100} of 30 cancelled batches had committed")
 
 
-async def test_documents_round_trip_byte_for_byte(postgres_url: str) -> None:
-    # A NUL in a string is why documents are BYTEA: JSONB refuses "\u0000".
+async def test_documents_round_trip_exactly_nul_included(postgres_url: str) -> None:
+    # jsonb refuses "\u0000": such a document keeps its bytes in `raw`, and its jsonb
+    # reads the NUL as the text \u0000; every other document is jsonb alone.
     odd = m.Invoice(id=1, revision=1, po_number="nul\x00 snow☃ \U0001f600", invoice_id="24\x001")
     near = m.Invoice(
-        id=2, revision=1, invoice_id="24\ufffd1", state="open"
-    )  # the column's stand-in
+        id=2, revision=1, invoice_id="24\ufffd1", state="open", po_number="\\u0000 \\\x00"
+    )  # the column's stand-in; a backslash before u0000, and one before a NUL
     async with PostgresStore(postgres_url, account="acme") as store:
-        assert (await store.apply_batch([odd, near])).created == [1, 2]
+        assert (await store.apply_documents(documents_of([odd, near]))).created == [1, 2]
         assert await store.get(1) == odd
+        assert await store.get(2) == near
         assert await store.get_by_invoice_number("24\x001") == odd
         assert await store.get_by_invoice_number("24\ufffd1") == near
         assert await store.by_state("open") == [near]
+        assert [i async for i in store.iter_invoices()] == [odd, near]
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT id, raw IS NOT NULL, document->>'po_number', document->>'invoice_id'"
+            " FROM invoicing_invoices ORDER BY id"
+        ).fetchall()
+    assert rows == [
+        (1, True, "nul\\u0000 snow☃ \U0001f600", "24\\u00001"),
+        (2, True, "\\u0000 \\\\u0000", "24\ufffd1"),
+    ]
 
 
 # -- schema ---------------------------------------------------------------------------------
@@ -153,7 +182,9 @@ def _versions(url: str) -> list[tuple[int, str]]:
     with psycopg.connect(url) as conn:
         return [
             (int(v), str(d))
-            for v, d in conn.execute("SELECT version, description FROM invoicing_schema")
+            for v, d in conn.execute(
+                "SELECT version, name FROM invoicing_migrations WHERE component = 'store'"
+            )
         ]
 
 
@@ -181,8 +212,8 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
     for _trial in range(4):
         with psycopg.connect(postgres_url) as conn:
             conn.execute(
-                "DROP TABLE IF EXISTS invoicing_schema, invoicing_invoices, invoicing_pending, "
-                "invoicing_accounts, invoicing_runs"
+                "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
+                " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
         processes = [await migrate_in_a_process(postgres_url) for _ in range(3)]
         in_process = await asyncio.gather(*(PostgresStore.migrate(postgres_url) for _ in range(6)))
@@ -191,31 +222,35 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
         children = [out.decode().strip() for out, _ in outputs]
         applied = [str(a) for a in in_process] + children
         assert sorted(applied) == [str(ALL)] + ["[]"] * 8  # one migrated, eight found it done
-        assert [v for v, _ in _versions(postgres_url)] == list(range(1, SCHEMA_VERSION + 1))
+        assert [v for v, _ in _versions(postgres_url)] == ALL
 
 
 async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> None:
     for trial in range(4):
         with psycopg.connect(postgres_url) as conn:
             conn.execute(
-                "DROP TABLE IF EXISTS invoicing_schema, invoicing_invoices, invoicing_pending, "
-                "invoicing_accounts, invoicing_runs"
+                "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
+                " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
         stores = [PostgresStore(postgres_url, account=f"a{n}") for n in range(6)]
         try:
             results = await asyncio.gather(
-                *(s.apply_batch([inv(1, trial)]) for s in stores), return_exceptions=True
+                *(s.apply_documents(documents_of([inv(1, trial)])) for s in stores),
+                return_exceptions=True,
             )
         finally:
             await asyncio.gather(*(s.close() for s in stores))
         assert [getattr(r, "created", r) for r in results] == [[1]] * 6
-        assert len(_versions(postgres_url)) == SCHEMA_VERSION
+        assert len(_versions(postgres_url)) == SCHEMA.latest
 
 
 async def test_a_newer_schema_is_refused_untouched(postgres_url: str) -> None:
     await PostgresStore.migrate(postgres_url)
     with psycopg.connect(postgres_url) as conn:
-        conn.execute("INSERT INTO invoicing_schema (version, description) VALUES (99, 'v99')")
+        conn.execute(
+            "INSERT INTO invoicing_migrations (component, version, name)"
+            " VALUES ('store', 99, '0099_v99')"
+        )
     store = PostgresStore(postgres_url, account="acme")
     with pytest.raises(ia.StoreError, match=r"schema version 99, newer .* upgrade invoicing-async"):
         await store.revisions()
@@ -257,10 +292,10 @@ async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> No
         ) as copy,
     ):
         for ident in range(1, rows + 1):
-            copy.write_row(("big", ident, 1_400_000_000 + ident, b"{}", AT, None))
+            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", AT, None))
         for ident in range(1, 1001):  # another account's rows and a tombstone are not read
-            copy.write_row(("other", ident, 1, b"{}", AT, None))
-        copy.write_row(("big", rows + 1, 1, b"{}", AT, AT))
+            copy.write_row(("other", ident, 1, "{}", AT, None))
+        copy.write_row(("big", rows + 1, 1, "{}", AT, AT))
     async with PostgresStore(postgres_url, account="big") as store:
         await store.get(0)  # open the pool before measuring
         tracemalloc.start()
@@ -328,10 +363,14 @@ async def test_a_frozen_server_is_a_store_error_in_bounded_time(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
     async with PostgresStore(postgres_url, account="acme", timeout=1.5) as store:
-        await store.apply_batch([inv(1, 1)])  # a live connection in the pool
+        await store.apply_documents(documents_of([inv(1, 1)]))  # a live connection in the pool
         cold = PostgresStore(postgres_url, account="acme", timeout=1.5)  # must connect
         with frozen(postgres_server):
-            for call in (store.apply_batch([inv(2, 1)]), store.revisions(), cold.get(1)):
+            for call in (
+                store.apply_documents(documents_of([inv(2, 1)])),
+                store.revisions(),
+                cold.get(1),
+            ):
                 started = time.monotonic()
                 with pytest.raises(ia.StoreError, match=r"no answer within 1.5s .* server is up"):
                     await call
@@ -340,7 +379,7 @@ async def test_a_frozen_server_is_a_store_error_in_bounded_time(
         # Once the server is back, the store works again (a broken connection is replaced).
         for _ in range(3):
             with contextlib.suppress(ia.StoreError):
-                await store.apply_batch([inv(3, 1)])
+                await store.apply_documents(documents_of([inv(3, 1)]))
                 break
         # Invoice 2 had reached the server's socket before it froze: a timed-out write may
         # land later (as with any database), which is why the message says so.
@@ -349,16 +388,18 @@ async def test_a_frozen_server_is_a_store_error_in_bounded_time(
 
 async def test_a_blocked_statement_is_cancelled_by_the_server(postgres_url: str) -> None:
     async with PostgresStore(postgres_url, account="acme", timeout=3, statement_timeout=0.5) as s:
-        await s.apply_batch([inv(1, 1)])
+        await s.apply_documents(documents_of([inv(1, 1)]))
         with psycopg.connect(postgres_url) as holder:
             holder.execute("SELECT * FROM invoicing_invoices WHERE id = 1 FOR UPDATE")
             started = time.monotonic()
             with pytest.raises(ia.StoreError, match="statement_timeout") as caught:
-                await s.apply_batch([inv(1, 2)])
+                await s.apply_documents(documents_of([inv(1, 2)]))
             assert time.monotonic() - started < 2
             holder.rollback()
         assert "QueryCanceled" in str(caught.value)
-        assert (await s.apply_batch([inv(1, 2)])).updated == [1]  # nothing was kept
+        assert (await s.apply_documents(documents_of([inv(1, 2)]))).updated == [
+            1
+        ]  # nothing was kept
 
 
 async def test_an_unreachable_server_or_missing_database_is_named(
@@ -407,7 +448,7 @@ def test_the_package_imports_without_psycopg() -> None:
         [sys.executable, "-c", NO_PSYCOPG_CHILD], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install 'invoicing-async[postgres]'" in done.stdout
+    assert "pip install -e '.[postgres]'" in done.stdout
 
 
 # -- the engine -----------------------------------------------------------------------------

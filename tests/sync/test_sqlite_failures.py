@@ -94,7 +94,7 @@ DISK_FULL_CHILD = textwrap.dedent(
     """
     import asyncio, resource, signal, sys
     from invoicing_async import models as m, StoreError
-    from invoicing_async.sync import SQLiteStore
+    from invoicing_async.sync import InvoiceDocument, SQLiteStore
 
     async def main(path):
         store = SQLiteStore(path)
@@ -105,7 +105,7 @@ DISK_FULL_CHILD = textwrap.dedent(
             invoices = [m.Invoice(id=batch * 100 + i, revision=1, po_number="x" * 500)
                         for i in range(1, 101)]
             try:
-                await store.apply_batch(invoices)
+                await store.apply_documents([InvoiceDocument.of(i) for i in invoices])
             except StoreError as exc:
                 print(batch, exc, sep="|")
                 return
@@ -138,3 +138,26 @@ async def test_a_full_disk_is_named_and_leaves_whole_batches(tmp_path: Path) -> 
         stored = await store.revisions()
     assert len(stored) % 100 == 0  # whole batches only
     assert len(stored) <= int(batches) * 100
+
+
+async def test_a_blocked_store_leaves_the_default_thread_pool_alone(tmp_path: Path) -> None:
+    """A store call waiting on another process's lock runs in the stores' own pool: the
+    loop's default pool (`asyncio.to_thread`, here of one thread) stays free."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from invoicing_async.sync import InvoiceDocument
+
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(1))
+    path = tmp_path / "s.db"
+    async with SQLiteStore(path, busy_timeout=30) as store:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        document = InvoiceDocument.of(ia.models.Invoice(id=1, revision=1))
+        blocked = asyncio.ensure_future(store.apply_documents([document]))
+        await asyncio.sleep(0)
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 5) == 42
+        assert not blocked.done()
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert (await blocked).created == [1]

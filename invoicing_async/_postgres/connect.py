@@ -1,8 +1,10 @@
-"""Connecting the PostgreSQL store: psycopg imported lazily, the pool with its timeouts,
-and psycopg's errors as `StoreError`s that say where, what happened and what to check.
+"""The one way to open PostgreSQL connections: psycopg imported lazily, a pool with its
+timeouts that fails fast when it opens (`pool.Pool`), and psycopg's errors as `StoreError`s
+that say where, what happened and what to check.
 
 Importing this module imports nothing of psycopg (the `[postgres]` extra is optional);
-errors are told apart by SQLSTATE and class name; a URL's password never reaches a message.
+errors are told apart by SQLSTATE, class name and, for a refused connection (which has no
+SQLSTATE), the server's message; a URL's password never reaches a message.
 """
 
 from __future__ import annotations
@@ -12,16 +14,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from invoicing_async._extras import install_hint
 from invoicing_async.errors import ConfigurationError, StoreError
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
-    from psycopg.rows import TupleRow
-    from psycopg_pool import AsyncConnectionPool
+    from invoicing_async._postgres.pool import Pool
 
-    Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
-
-logger = logging.getLogger("invoicing_async.sync")
+logger = logging.getLogger("invoicing_async.postgres")
 
 T = TypeVar("T")
 
@@ -35,28 +34,38 @@ __all__ = [
     "where_of",
 ]
 
-_INSTALL = "PostgresStore needs psycopg: pip install 'invoicing-async[postgres]'"
+#: The `application_name` of our connections, as pg_stat_activity shows them.
+APPLICATION_NAME = "invoicing-async"
 
 
-def require_psycopg() -> None:
+def require_psycopg(what: str = "PostgreSQL support") -> None:
     """Raise `ConfigurationError` naming the extra when psycopg is not installed."""
     try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError:
-        raise ConfigurationError(_INSTALL) from None
+        raise ConfigurationError(f"{what} needs psycopg; {install_hint('postgres')}") from None
 
 
-def connect_kwargs(connect_timeout: float, statement_timeout: float) -> dict[str, Any]:
-    """Connection settings of the store's connections: autocommit (each statement is its
-    own transaction unless a call opens one) and the timeouts."""
+def connect_kwargs(
+    connect_timeout: float, statement_timeout: float, application_name: str = APPLICATION_NAME
+) -> dict[str, Any]:
+    """Settings of our connections: the timeouts and the name the server shows.
+
+    Not autocommit: pools set it when they make a connection (`_autocommit`), since
+    procrastinate passes ``autocommit=True`` itself beside these when it connects.
+    """
     return {
-        "autocommit": True,
         # libpq takes whole seconds, and treats 1 as 2.
         "connect_timeout": max(2, round(connect_timeout)),
         "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
-        "application_name": "invoicing-async store",
+        "application_name": application_name,
     }
+
+
+async def _autocommit(conn: Any) -> None:
+    """Each statement its own transaction unless a call opens one."""
+    await conn.set_autocommit(True)
 
 
 def connection_pool(
@@ -66,22 +75,26 @@ def connection_pool(
     connect_timeout: float = 5.0,
     statement_timeout: float = 24.0,
     pool_timeout: float = 10.0,
+    application_name: str = APPLICATION_NAME,
 ) -> Pool:
-    """A pool configured as `PostgresStore` configures its own (not opened yet).
+    """A pool (not opened yet) of autocommit connections with these timeouts: the one way
+    this package connects to PostgreSQL.
 
-    Pass it to several stores to share connections between accounts; open it with
-    ``async with connection_pool(url) as pool`` or ``await pool.open()``.
+    Share it between stores, the budget and procrastinate; open it with
+    ``async with connection_pool(url) as pool`` or ``await pool.open()``, which fails
+    within 3 s with the server's reason when the URL, role or database is wrong.
     """
     require_psycopg()
-    from psycopg_pool import AsyncConnectionPool
+    from invoicing_async._postgres.pool import Pool
 
-    return AsyncConnectionPool(
+    return Pool(
         url,
         min_size=1,
         max_size=max_size,
         timeout=pool_timeout,
         open=False,
-        kwargs=connect_kwargs(connect_timeout, statement_timeout),
+        kwargs=connect_kwargs(connect_timeout, statement_timeout, application_name),
+        configure=_autocommit,
     )
 
 
@@ -94,7 +107,8 @@ _ADVICE: dict[str, str] = {
     "42P01": "the store's tables are missing: run migrate (invoicing-async db migrate)",
     "3D000": "the database does not exist: create it (CREATE DATABASE) or fix the URL",
     "28P01": "authentication failed: check the user and password of the URL",
-    "28000": "the server refused this user or host: check pg_hba.conf and the URL's user",
+    "28000": "the server refused this user or host: check the URL's user (does the role "
+    "exist?) and pg_hba.conf",
     "53100": "the server's disk is full: free space and run again (nothing of this batch was kept)",
     "53300": "the server has too many connections: lower max_connections of the stores "
     "or share one pool",
@@ -124,9 +138,21 @@ def where_of(conninfo: str) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """psycopg's message on one line."""
+    """psycopg's message on one line; for a refused connection, the server's reason first."""
     text = " ".join(str(exc).split())
+    if getattr(exc, "sqlstate", None) is None and " failed: " in text:
+        # 'connection failed: connection to server at "h", port 5432 failed: FATAL: ...'
+        return text.rsplit(" failed: ", 1)[1].removeprefix("FATAL: ")
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# A refused connection has no SQLSTATE: the server's words -> the SQLSTATE they mean.
+_REFUSALS = (
+    ("FATAL: role ", "28000"),
+    ("FATAL: database ", "3D000"),
+    ("password authentication failed", "28P01"),
+    ("no pg_hba.conf entry", "28000"),
+)
 
 
 def _advice(exc: BaseException) -> str:
@@ -139,6 +165,11 @@ def _advice(exc: BaseException) -> str:
     if name == "PoolClosed":
         return "the connection pool is closed or was never opened: open it (await pool.open())"
     state = getattr(exc, "sqlstate", None) or ""
+    if not state and name == "OperationalError":
+        text = " ".join(str(exc).split())
+        for words, meaning in _REFUSALS:
+            if words in text:
+                return _ADVICE[meaning]
     for key in (state, state[:2]):
         if key in _ADVICE:
             return _ADVICE[key]

@@ -1,0 +1,77 @@
+"""The parsers of every command: exact option names only, one-line errors, and the
+logging options (`-v`, `--log-level`, `--log-format`) on each command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+__all__ = ["CommandParser", "add_command", "positive_int"]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An `ArgumentParser` that takes no abbreviations (`--password` is not
+    `--password-env`) and reports a usage error in one line, never echoing values."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            # An unknown option's value may be a secret typed in the wrong place.
+            names = sorted({a.partition("=")[0] for a in extra if a.startswith("-")})
+            what = ", ".join(names) if names else "extra positional arguments"
+            self.error(f"unrecognized arguments: {what} (values not shown)")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _logging_options() -> CommandParser:
+    common = CommandParser(add_help=False)
+    group = common.add_argument_group("logging")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log more: -v for each run and request retry, -vv for debugging",
+    )
+    group.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error", "critical"),
+        help="the level of the package's log (overrides -v)",
+    )
+    group.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or JSON lines for log shippers (on stderr)",
+    )
+    return common
+
+
+_COMMON = _logging_options()
+
+
+def add_command(commands: Any, name: str, **kwargs: Any) -> CommandParser:
+    """A leaf command of `commands` (a subparsers action), with the logging options."""
+    parser: CommandParser = commands.add_parser(name, parents=[_COMMON], **kwargs)
+    return parser
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value

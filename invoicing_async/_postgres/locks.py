@@ -1,0 +1,49 @@
+"""Every PostgreSQL advisory lock this package takes, in one place.
+
+Advisory locks share one 64-bit key space per database with every other application on
+it: fixed keys are large numbers unlikely elsewhere, and keys per name are hashed from a
+prefix that says whose they are (``hashtextextended(prefix || name, 0)``, computed by the
+server). Nothing else in the package writes a lock key.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+__all__ = ["ACCOUNT_RUN", "BUDGET_KEY", "MIGRATIONS", "RETIRED", "KeyedLock"]
+
+MIGRATIONS: Final = 7305841960129
+"""Transaction-scoped, while any component's schema is migrated (`migrations.apply`) and
+while procrastinate's schema is installed: processes starting at once apply each
+migration exactly once, the others wait and find it done. The key of the store's
+migrations before there was a runner, so old and new code migrating at once queue too."""
+
+#: Keys older releases took, never to be reused for something else.
+RETIRED: Final = {
+    7305841960128: "the budget's schema, applied by the budget store itself (now MIGRATIONS)",
+    7305841960130: "installing procrastinate's schema (now MIGRATIONS)",
+}
+
+
+@attrs.frozen
+class KeyedLock:
+    """A family of locks, one per name: the key is ``hashtextextended(prefix || name, 0)``."""
+
+    prefix: str
+
+    def name(self, name: str) -> str:
+        """The text whose hash is the lock's key (the SQL passes it to hashtextextended)."""
+        return f"{self.prefix}{name}"
+
+
+ACCOUNT_RUN: Final = KeyedLock("invoicing-account:")
+"""Session-scoped, held by a run of one account for its whole run (`_jobs.tasks`): a worker
+declared lost that was only cut off cannot sync beside its successor. Taken with
+``pg_try_advisory_lock``: a second run finds it held and records itself as "locked"."""
+
+BUDGET_KEY: Final = KeyedLock("invoicing-budget:")
+"""Transaction-scoped, inside the budget's SQL functions
+(``_budget/sql/0001_units_and_functions.sql``): takers and settlers of one budget key
+(one host) are serialized, so a unit is never granted twice."""

@@ -1,0 +1,225 @@
+"""The one migration runner: each component's ``sql/NNNN_name.sql`` files, applied in order.
+
+A component (the store, the budget, the jobs) registers itself with a `Component` naming
+its package; its migrations are that package's ``sql/`` files, shipped as package data.
+Applied versions live in ``invoicing_migrations``, per component. Migrating takes the
+registry's `locks.MIGRATIONS` lock in one transaction, so processes that start at once
+apply each migration exactly once (the others wait, then find it done). A database whose
+version of a component is newer than this package's is refused before anything is
+written to it.
+
+Databases made before the runner kept one version in ``invoicing_schema`` for the store
+and the jobs together; a component maps those versions to its own (`Component.legacy`),
+and the runner records them the first time it migrates such a database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import attrs
+
+from invoicing_async._postgres import locks
+from invoicing_async._postgres.connect import error_for, require_psycopg, where_of
+from invoicing_async.errors import StoreError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+
+    Conn = AsyncConnection[TupleRow]
+
+__all__ = ["Component", "Migration", "apply", "check", "migrate", "read_versions"]
+
+_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+#: Versions below this in ``invoicing_schema`` are those of releases before the runner.
+_SUPERSEDED = 1000
+
+
+@attrs.frozen
+class Migration:
+    """One step of a component's schema: applied in order, once, in one transaction."""
+
+    component: str
+    version: int
+    name: str
+    sql: str
+
+
+@attrs.frozen
+class Component:
+    """A part of the package with tables of its own, and its migrations' package.
+
+    `legacy`: (version in ``invoicing_schema``, this component's version it stands for)
+    pairs, for databases made before the runner. `sign`: a table of this component that,
+    found without any version table, means the tables are not ours.
+    """
+
+    name: str
+    package: str
+    legacy: tuple[tuple[int, int], ...] = ()
+    sign: str | None = None
+
+    @property
+    def migrations(self) -> tuple[Migration, ...]:
+        """The component's migrations, from its package's ``sql/`` directory."""
+        return _load(self.name, self.package)
+
+    @property
+    def latest(self) -> int:
+        return len(self.migrations)
+
+    def from_legacy(self, legacy_version: int) -> int:
+        """This component's version in a database at `legacy_version` of the old table."""
+        return max((new for old, new in self.legacy if old <= legacy_version), default=0)
+
+
+@functools.cache
+def _load(component: str, package: str) -> tuple[Migration, ...]:
+    found = []
+    for entry in (resources.files(package) / "sql").iterdir():
+        match = _FILE.fullmatch(entry.name)
+        if match:
+            version = int(match[1])
+            found.append(Migration(component, version, entry.name[:-4], entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"{package}/sql: migrations must be numbered 0001, 0002, … without gaps")
+    return tuple(found)
+
+
+def _runner_sql() -> str:
+    return (resources.files(__package__) / "sql" / "migrations.sql").read_text("utf-8")
+
+
+async def _tables(conn: Conn, names: Sequence[str]) -> set[str]:
+    """Which of `names` exist in the current schema.
+
+    A scan of pg_class, not to_regclass(): name lookups go through a cache that a
+    transaction waiting on the advisory lock may hold stale (tables another process created
+    meanwhile look missing); locking pg_class to scan it also refreshes it.
+    """
+    cursor = await conn.execute(
+        "SELECT c.relname FROM pg_catalog.pg_class c"
+        " WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%s)",
+        (list(names),),
+    )
+    return {str(row[0]) for row in await cursor.fetchall()}
+
+
+async def read_versions(conn: Conn, components: Sequence[Component], where: str) -> dict[str, int]:
+    """Each component's version in the database (0 when it has none yet); reads only.
+
+    Raises `StoreError` for a version newer than this package's, or for a component's
+    tables without any version table (not ours, or damaged).
+    """
+    signs = [c.sign for c in components if c.sign]
+    tables = await _tables(conn, ["invoicing_migrations", "invoicing_schema", *signs])
+    legacy = 0
+    if "invoicing_schema" in tables:
+        cursor = await conn.execute(
+            "SELECT coalesce(max(version), 0) FROM invoicing_schema WHERE version < %s",
+            (_SUPERSEDED,),
+        )
+        row = await cursor.fetchone()
+        legacy = int(row[0]) if row else 0
+    recorded: dict[str, int] = {}
+    if "invoicing_migrations" in tables:
+        cursor = await conn.execute(
+            "SELECT component, max(version) FROM invoicing_migrations GROUP BY component"
+        )
+        recorded = {str(c): int(v) for c, v in await cursor.fetchall()}
+    elif "invoicing_schema" not in tables:
+        for component in components:
+            if component.sign in tables:
+                raise StoreError(
+                    f"{where} has an {component.sign} table but no invoicing_migrations "
+                    "table: it was not made by invoicing-async; use another database or "
+                    "schema (the tables were not changed)"
+                )
+    versions = {c.name: recorded.get(c.name) or c.from_legacy(legacy) for c in components}
+    for component in components:
+        if versions[component.name] > component.latest:
+            raise StoreError(
+                f"{where} has {component.name} schema version {versions[component.name]}, "
+                f"newer than this package's {component.latest}: upgrade invoicing-async; "
+                "the database was not changed"
+            )
+    return versions
+
+
+async def check(conn: Conn, components: Sequence[Component], where: str) -> None:
+    """Refuse (`StoreError`) a database whose schema is not this package's; reads only."""
+    async with conn.transaction():
+        versions = await read_versions(conn, components, where)
+    for component in components:
+        if versions[component.name] < component.latest:
+            raise StoreError(
+                f"{where} has {component.name} schema version {versions[component.name]}, "
+                f"older than this package's {component.latest}: run `migrate` "
+                "(invoicing-async db migrate) as a role that may create tables"
+            )
+
+
+async def apply(conn: Conn, components: Sequence[Component], where: str) -> list[Migration]:
+    """Bring the components' schemas up to date; the migrations applied now.
+
+    Reads first without locking (the common case: nothing to do); otherwise applies the
+    missing migrations in one transaction under the lock, reading the versions again once
+    the lock is held since another process may have migrated meanwhile.
+    """
+    async with conn.transaction():
+        versions = await read_versions(conn, components, where)
+    if all(versions[c.name] == c.latest for c in components):
+        return []
+    applied: list[Migration] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
+        versions = await read_versions(conn, components, where)
+        await conn.execute(_runner_sql())
+        for component in components:
+            for migration in component.migrations:
+                if migration.version > versions[component.name]:
+                    await conn.execute(migration.sql)
+                    applied.append(migration)
+                # Also records those an older release applied (the legacy versions).
+                await conn.execute(
+                    "INSERT INTO invoicing_migrations (component, version, name)"
+                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    (component.name, migration.version, migration.name),
+                )
+    return applied
+
+
+async def migrate(
+    url: str, components: Sequence[Component], *, timeout: float = 60.0
+) -> list[Migration]:
+    """Bring the components' schemas in the database at `url` up to date; those applied.
+
+    Safe to run from several processes at once; a newer database is refused (`StoreError`).
+    """
+    require_psycopg()
+    import psycopg
+
+    where = where_of(url)
+    try:
+        return await asyncio.wait_for(_migrate(url, components, where), timeout)
+    except asyncio.TimeoutError as exc:
+        raise StoreError(
+            f"cannot migrate {where}: no answer within {timeout:g}s (check that the server "
+            "is up and responsive, and that nothing holds a lock on the invoicing_ tables)"
+        ) from exc
+    except psycopg.Error as exc:
+        raise error_for("cannot migrate", where, exc) from exc
+
+
+async def _migrate(url: str, components: Sequence[Component], where: str) -> list[Migration]:
+    from invoicing_async._postgres.pool import connect
+
+    async with await connect(url, {"autocommit": True}) as conn:
+        return await apply(conn, components, where)

@@ -1,0 +1,188 @@
+"""Secret references (``env:VAR``, ``file:/path``): parsed, confined and read in one place.
+
+An account names where its secrets live, never the secrets. Whoever can write an account
+row must not be able to make a worker send the worker's own secrets elsewhere, so a
+`SecretPolicy`, configured on the process that reads (never stored with the accounts),
+confines references: variables only under a prefix, files only under a directory
+(symlinks resolved), regular owner-only files only. Files are opened without blocking
+(a FIFO is refused, not waited on) and read off the event loop with a timeout.
+
+Secrets read here are remembered for `redact`, which every message and log line that may
+quote one goes through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import re
+import stat
+import threading
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from invoicing_async.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_ENV_PREFIX",
+    "SecretError",
+    "SecretPolicy",
+    "SecretRef",
+    "parse_secret_ref",
+    "read_secret",
+    "redact",
+]
+
+DEFAULT_ENV_PREFIX = "INVOICING_SECRET_"
+#: A secret is a password or a key: anything longer is not one.
+MAX_SECRET_BYTES = 64 * 1024
+#: Shorter values are not remembered for redaction: they would blank out ordinary words.
+_MIN_REDACTED = 4
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_known: set[str] = set()
+
+
+class SecretError(ConfigurationError):
+    """A secret reference is malformed, not allowed here, or cannot be read."""
+
+
+@attrs.frozen
+class SecretRef:
+    """Where a secret lives: an environment variable or an absolute file path."""
+
+    kind: Literal["env", "file"]
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+def parse_secret_ref(text: str, what: str = "secret") -> SecretRef:
+    """``env:VAR`` or ``file:/absolute/path``; anything else is refused without being shown
+    (a secret pasted in place of a reference is neither stored nor echoed)."""
+    kind, _, rest = text.partition(":")
+    if kind == "env" and _ENV.fullmatch(rest):
+        return SecretRef("env", rest)
+    if kind == "file" and rest.startswith("/"):
+        return SecretRef("file", rest)
+    raise SecretError(
+        f"{what} must be a reference, env:VARIABLE or file:/absolute/path (the value given "
+        "is not shown: if it was the secret itself, it was not stored)"
+    )
+
+
+@attrs.frozen
+class SecretPolicy:
+    """Which references this process may read.
+
+    `env_prefix`: variables must start with it ("" allows any). `secrets_dir`: files must
+    resolve (symlinks followed) to a path under it; None allows no file at all.
+    `timeout`: seconds a file read may take.
+    """
+
+    env_prefix: str = DEFAULT_ENV_PREFIX
+    secrets_dir: Path | None = None
+    timeout: float = 5.0
+
+    @classmethod
+    def unconfined(cls) -> SecretPolicy:
+        """Any variable, any owner-only regular file: for references the operator wrote
+        (the command line, an accounts file), which could name any of them anyway."""
+        return cls(env_prefix="", secrets_dir=Path("/"))
+
+    def check(self, ref: SecretRef, what: str = "secret") -> None:
+        """Raise `SecretError` when the reference is outside what this policy allows."""
+        if ref.kind == "env":
+            if not ref.name.startswith(self.env_prefix):
+                raise SecretError(
+                    f"{what} {ref} refused: this worker reads only variables named "
+                    f"{self.env_prefix}* (--secret-env-prefix)"
+                )
+            return
+        if self.secrets_dir is None:
+            raise SecretError(
+                f"{what} {ref} refused: this worker has no secrets directory (--secrets-dir)"
+            )
+        root = os.path.realpath(self.secrets_dir)
+        if not Path(os.path.realpath(ref.name)).is_relative_to(root):
+            raise SecretError(f"{what} {ref} refused: not under the secrets directory {root}")
+
+
+async def read_secret(ref: SecretRef, policy: SecretPolicy, what: str = "secret") -> str:
+    """The secret `ref` names, read now under `policy`; `SecretError` says why not."""
+    policy.check(ref, what)
+    if ref.kind == "env":
+        value = os.environ.get(ref.name)
+        if value is None:
+            raise SecretError(f"${ref.name} ({what}) is not set")
+    else:
+        try:
+            value = await asyncio.wait_for(_off_loop(ref.name, what), policy.timeout)
+        except asyncio.TimeoutError:
+            raise SecretError(
+                f"{what} file {ref.name}: not read within {policy.timeout:g}s"
+            ) from None
+    if len(value) >= _MIN_REDACTED:
+        _known.add(value)
+    return value
+
+
+async def _off_loop(path: str, what: str) -> str:
+    """`_read_file` in a daemon thread of its own: a read that hangs (a dead network file
+    system) holds neither the loop, nor a shared executor, nor the process's exit."""
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+    def read() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(_read_file(path, what))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=read, name="secret-read", daemon=True).start()
+    return await asyncio.wrap_future(future)
+
+
+def _read_file(path: str, what: str) -> str:
+    real = os.path.realpath(path)
+    try:
+        # O_NONBLOCK: opening a FIFO returns at once (and is then refused below) instead of
+        # waiting for a writer; O_NOFOLLOW: the path resolved above is the one opened.
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SecretError(f"cannot read {what} file {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SecretError(f"{what} file {path} is not a regular file")
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SecretError(
+                f"{what} file {path} is readable by others "
+                f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
+            )
+        data = b""
+        while len(data) <= MAX_SECRET_BYTES:
+            chunk = os.read(fd, MAX_SECRET_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SECRET_BYTES:
+        raise SecretError(f"{what} file {path} is larger than {MAX_SECRET_BYTES} bytes")
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise SecretError(f"{what} file {path} is not UTF-8 text") from None
+
+
+def redact(text: str) -> str:
+    """`text` with every secret this process has read replaced by ``***``."""
+    for secret in _known:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text

@@ -1,0 +1,38 @@
+-- The document as jsonb, so that SQL can query the mirror (SELECT document->>'state' …),
+-- and an index for "the open invoices of a contact". ALTER COLUMN TYPE rewrites the table
+-- under an exclusive lock: on a large mirror, run `invoicing-async db migrate` off hours.
+--
+-- jsonb cannot hold U+0000. In a document with a NUL in a string, the NUL reads in jsonb as
+-- the six characters \u0000, and `raw` keeps the document's exact bytes (NULL for every
+-- other document); the store reads `raw` when it is there.
+
+ALTER TABLE invoicing_invoices ADD COLUMN raw bytea;
+
+-- A document ({"invoice": {…}}) as the invoice's jsonb object, so that document->>'state'
+-- reads the state. Each \u0000 escape becomes the escaped text "\\u0000" (an escape is
+-- one preceded by an even number of backslashes: \\u0000 is text already).
+CREATE OR REPLACE FUNCTION invoicing_document_v1(p_document bytea) RETURNS jsonb
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT coalesce(j->'invoice', j) FROM (
+        SELECT CASE WHEN strpos(t, '\u0000') = 0 THEN t::jsonb
+                    ELSE regexp_replace(t, '(?<!\\)((?:\\\\)*)\\u0000', '\1\\\\u0000', 'g')::jsonb
+               END AS j
+        FROM convert_from(p_document, 'UTF8') AS t
+    ) AS parsed
+$$;
+
+-- The exact bytes of a document jsonb cannot hold as they are; NULL for the others.
+CREATE OR REPLACE FUNCTION invoicing_raw_v1(p_document bytea) RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN strpos(convert_from(p_document, 'UTF8'), '\u0000') > 0
+                THEN p_document END
+$$;
+
+UPDATE invoicing_invoices SET raw = invoicing_raw_v1(document);
+ALTER TABLE invoicing_invoices
+    ALTER COLUMN document TYPE jsonb USING invoicing_document_v1(document);
+
+-- (account, contact_id) was a prefix of this one.
+DROP INDEX invoicing_invoices_contact;
+CREATE INDEX invoicing_invoices_contact_state
+    ON invoicing_invoices (account, contact_id, state);

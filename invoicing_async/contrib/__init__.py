@@ -1,0 +1,3 @@
+"""Integrations with other tools, each behind its own extra (`contrib.dlt`: `[dlt]`)."""
+
+__all__: list[str] = []

@@ -1,0 +1,323 @@
+"""The dlt source: real pipelines against the fake service into DuckDB in a tmp dir."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import math
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import dlt
+import pytest
+from dlt.pipeline.exceptions import PipelineStepFailed
+
+from invoicing_async import RateBudget
+from invoicing_async.contrib.dlt import invoicing_source
+from invoicing_async.models import InvoicePayment
+from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
+
+INVOICES = 250
+
+
+@contextlib.contextmanager
+def serving(service: FakeInvoicingService) -> Iterator[FakeInvoicingService]:
+    """The fake service on a loop of its own: `pipeline.run` blocks the test's thread."""
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(service.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield service
+    finally:
+        asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+@pytest.fixture
+def service() -> Iterator[FakeInvoicingService]:
+    with serving(FakeInvoicingService(invoices=INVOICES, tls=False, limit=10**6)) as service:
+        service.account.record_bodies = False
+        yield service
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dlt.Pipeline:
+    """A DuckDB pipeline whose files all stay in tmp_path; no telemetry."""
+    monkeypatch.setenv("DLT_DATA_DIR", str(tmp_path / "dlt"))
+    monkeypatch.setenv("RUNTIME__DLTHUB_TELEMETRY", "false")
+    return dlt.pipeline(
+        pipeline_name="invoicing_test",
+        pipelines_dir=str(tmp_path / "pipelines"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
+        dataset_name="invoicing",
+    )
+
+
+def load(pipeline: dlt.Pipeline, service: FakeInvoicingService, **options: Any) -> dict[str, int]:
+    """Run the source once; the requests it sent, by kind."""
+    options.setdefault("budget", RateBudget(limit=100_000))
+    source = invoicing_source(
+        base_url=service.base_url,
+        username=service.username,
+        password=service.password,
+        **options,
+    )
+    before = len(service.account.requests)
+    pipeline.run(source)
+    sent = [r.path for r in service.account.requests[before:]]
+    return {
+        "list": sum("sync_list_ids" in p for p in sent),
+        "fetch": sum("sync_fetch_ids" in p for p in sent),
+        "all": len(sent),
+    }
+
+
+def query(pipeline: dlt.Pipeline, sql: str) -> list[tuple[Any, ...]]:
+    with pipeline.sql_client() as client:
+        return [tuple(row) for row in client.execute_sql(sql) or []]
+
+
+def current(pipeline: dlt.Pipeline, *, scd2: bool = False) -> dict[int, int]:
+    where = " WHERE _dlt_valid_to IS NULL" if scd2 else ""
+    return dict(query(pipeline, f"SELECT id, revision FROM invoices{where}"))
+
+
+def on_service(service: FakeInvoicingService) -> dict[int, int]:
+    return {i: inv.revision or 0 for i, inv in service.account.invoices.items()}
+
+
+def service_total(service: FakeInvoicingService, name: str) -> Decimal:
+    return sum(
+        (getattr(i, name) or Decimal(0) for i in service.account.invoices.values()), Decimal(0)
+    )
+
+
+def change(
+    service: FakeInvoicingService, count: int, deletions: int
+) -> tuple[list[int], list[int]]:
+    """Change `count` invoices (new line prices and payments: new totals), delete others."""
+    account = service.account
+    service.clock.advance(60)
+    ids = sorted(account.invoices)
+    changed, deleted = ids[:count], ids[-deletions:] if deletions else []
+    for n, ident in enumerate(changed):
+        line = account.invoices[ident].details[0]
+        if n % 2:
+            account.update_invoice(ident, {"details": [{"id": line.id, "price": Decimal("19.99")}]})
+        else:
+            payment = InvoicePayment(price=Decimal("0.01"), payment_method="bank_transfer")
+            account.register_payment(ident, payment)
+    for ident in deleted:
+        account.delete_invoice(ident)
+    service.clock.advance(2)  # read after the revisions' second: no rechecks
+    return changed, deleted
+
+
+def assert_totals_match(
+    pipeline: dlt.Pipeline, service: FakeInvoicingService, where: str = ""
+) -> None:
+    for name in ("total_price_incl_tax", "total_paid", "total_unpaid"):
+        [(loaded,)] = query(pipeline, f"SELECT SUM({name}) FROM invoices{where}")
+        assert isinstance(loaded, Decimal)  # DECIMAL in DuckDB, never a float
+        assert loaded == service_total(service, name), name
+
+
+def test_first_load_then_changes_and_deletions(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    first = load(pipeline, service)
+    assert first == {"list": 1, "fetch": math.ceil(INVOICES / 100), "all": 1 + 3 + 2}
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
+    [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
+    changed, deleted = change(service, 150, 3)
+    second = load(pipeline, service)
+    assert second["list"] == 1
+    assert second["fetch"] == math.ceil(len(changed) / 100)  # 1 + 2 requests for 150
+    assert current(pipeline) == on_service(service)  # rows updated, deleted ones removed
+    assert not set(deleted) & set(current(pipeline))
+    assert_totals_match(pipeline, service)
+    [(payments,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__payments")
+    assert payments == sum(len(i.payments) for i in service.account.invoices.values())
+    # The nested rows of a changed or deleted invoice are replaced with it.
+    [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
+    third = load(pipeline, service)
+    assert (third["list"], third["fetch"]) == (1, 0)  # nothing changed: the list alone
+
+
+def test_schema_types_money_dates_and_timestamps(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    load(pipeline, service)
+    types = dict(
+        query(
+            pipeline,
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'invoicing' AND table_name = 'invoices'",
+        )
+    )
+    assert types["total_price_incl_tax"] == "DECIMAL(18,4)"
+    assert types["exchange_rate"] == "DECIMAL(18,8)"
+    assert types["invoice_date"] == "DATE"
+    assert types["created_at"] == "TIMESTAMP WITH TIME ZONE"
+    assert types["revision"] == "BIGINT"
+    [(price_type,)] = query(
+        pipeline,
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_schema = 'invoicing' AND table_name = 'invoices__payments' "
+        "AND column_name = 'price'",
+    )
+    assert price_type == "DECIMAL(18,4)"
+    [(first,)] = query(pipeline, "SELECT MIN(invoice_date) FROM invoices")
+    assert isinstance(first, dt.date)
+
+
+def test_scd2_keeps_each_revision_and_closes_deleted_invoices(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    load(pipeline, service, scd2=True)
+    assert current(pipeline, scd2=True) == on_service(service)
+    before = dict(query(pipeline, "SELECT id, revision FROM invoices"))
+
+    changed, deleted = change(service, 20, 2)
+    second = load(pipeline, service, scd2=True)
+    assert (second["list"], second["fetch"]) == (1, 1)
+    assert current(pipeline, scd2=True) == on_service(service)
+    assert_totals_match(pipeline, service, " WHERE _dlt_valid_to IS NULL")
+    closed = query(pipeline, "SELECT id, revision FROM invoices WHERE _dlt_valid_to IS NOT NULL")
+    # The old version of each changed invoice and the last of each deleted one, closed.
+    assert sorted(closed) == sorted((i, before[i]) for i in changed + deleted)
+    [(rows,)] = query(pipeline, "SELECT COUNT(*) FROM invoices")
+    assert rows == INVOICES + len(changed)
+
+    third = load(pipeline, service, scd2=True)
+    assert (third["list"], third["fetch"]) == (1, 0)
+    [(rows,)] = query(pipeline, "SELECT COUNT(*) FROM invoices")
+    assert rows == INVOICES + len(changed)
+
+
+def test_invoices_read_within_their_revision_second_are_read_once_more(
+    pipeline: dlt.Pipeline,
+) -> None:
+    """Revisions are whole seconds: an invoice read in the second of its revision may
+    change again under the same revision, so the next load fetches it again (once)."""
+    with serving(FakeInvoicingService(tls=False, clock=FakeClock(frozen=True))) as service:
+        service.account.record_bodies = False
+        populate(service.account, 5)
+        ids = sorted(service.account.invoices)
+        load(pipeline, service)
+        service.account.mutate(ids[0])  # at the clock's second, which does not move
+        assert load(pipeline, service)["fetch"] == 1
+        assert load(pipeline, service)["fetch"] == 1  # read again: still within the second
+        service.clock.advance(1)
+        assert load(pipeline, service)["fetch"] == 1  # read again, now after the second
+        assert load(pipeline, service)["fetch"] == 0
+        assert current(pipeline) == on_service(service)
+
+
+def test_a_reset_destination_gets_a_full_load(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    load(pipeline, service)
+    with pipeline.sql_client() as client:
+        client.drop_dataset()
+    again = load(pipeline, service)
+    assert again["fetch"] == math.ceil(INVOICES / 100)
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
+
+
+def test_the_budget_stops_the_load_and_the_next_run_resumes(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    """Every request takes a unit of our budget: with 3, the list and two batches go, the
+    load keeps them, and the next run fetches only the 50 left."""
+    source = invoicing_source(
+        base_url=service.base_url,
+        username=service.username,
+        password=service.password,
+        budget=RateBudget(limit=3),
+    ).with_resources("invoices")
+    before = len(service.account.requests)
+    pipeline.run(source)
+    assert len(service.account.requests) - before == 3
+    assert len(current(pipeline)) == 200
+
+    resumed = load(pipeline, service)
+    assert resumed["fetch"] == 1
+    assert current(pipeline) == on_service(service)
+
+
+def test_a_shared_budget_counts_the_requests(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    sent = load(pipeline, service, budget=None, budget_url=url)
+
+    async def remaining() -> int:
+        budget = RateBudget(shared=url)
+        budget.bind(service.base_url.split("://", 1)[1])
+        try:
+            await budget.refresh()
+            return budget.snapshot().remaining
+        finally:
+            await budget.close()
+
+    assert asyncio.run(remaining()) == 350 - sent["all"]
+
+
+def test_credentials_come_from_dlt_config_and_secrets(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCES__INVOICING__BASE_URL", service.base_url)
+    monkeypatch.setenv("SOURCES__INVOICING__USERNAME", service.username)
+    monkeypatch.setenv("SOURCES__INVOICING__PASSWORD", service.password)
+    pipeline.run(invoicing_source(budget=RateBudget(limit=100_000)))
+    assert current(pipeline) == on_service(service)
+    [(user,)] = query(pipeline, "SELECT email FROM current_session")
+    assert user == service.account.session().email
+
+
+def test_a_value_finer_than_its_column_fails_the_load_instead_of_rounding(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    first = min(service.account.invoices)
+    service.account.invoices[first].exchange_rate = Decimal("1.123456789")  # 9 places > 8
+    with pytest.raises(PipelineStepFailed, match=r"exchange_rate=1\.123456789 has more than 8"):
+        load(pipeline, service)
+
+
+def test_the_xml_format_loads_the_same_rows(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    sent = load(pipeline, service, format="xml")
+    assert sent["fetch"] == math.ceil(INVOICES / 100)
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
+
+
+def test_revisions_come_from_the_destination_not_the_local_pipeline(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """A machine with no pipeline directory (a fresh CI runner) loading into the same
+    destination fetches nothing: the plan compares with what the destination holds."""
+    load(pipeline, service)
+    elsewhere = dlt.pipeline(
+        pipeline_name="invoicing_test",
+        pipelines_dir=str(tmp_path / "another-machine"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
+        dataset_name="invoicing",
+    )
+    assert load(elsewhere, service)["fetch"] == 0
+    assert current(elsewhere) == on_service(service)

@@ -1,0 +1,170 @@
+"""The poison batch: one member of a sync-fetch reply that cannot be read is set aside
+on its own, in both formats and whatever is wrong with it; the others of its batch are
+stored in the same run, and no request is spent again on it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import attrs
+import pytest
+
+import invoicing_async as ia
+from invoicing_async import models as m
+from invoicing_async._models.documents import dump_list, dump_sync_entries
+from invoicing_async.sync import InvoiceDocument, MemoryStore, SQLiteStore, Store, SyncEngine
+from invoicing_async.testing import (
+    FakeInvoicingService,
+    MockSender,
+    OutgoingRequest,
+    RawResponse,
+    mock_response,
+)
+from invoicing_async.testing._requests import parse_sync_ids
+
+BAD = 137  # the id of the member that is poisoned
+MARK_TIME = dt.datetime(2001, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc)
+MARK_MONEY = Decimal("123456.789")
+MARK_CONTACT = 987654321
+HUGE = 2**63  # no id the service can have
+
+
+def _replace_in_member(body: bytes, old: bytes, new: bytes) -> bytes:
+    assert body.count(old) == 1
+    return body.replace(old, new)
+
+
+def _wrap_under_other_key(body: bytes) -> bytes:
+    at = body.index(b'"123456.789"')
+    start = body.rindex(b'{"invoice":', 0, at)
+    return body[:start] + b'{"payload":' + body[start + len(b'{"invoice":') :]
+
+
+def _huge_id(fmt: str) -> Callable[[bytes], bytes]:
+    """BAD's id made 2**63: the member's id cannot be read (nor stored)."""
+    if fmt == "json":
+        return lambda b: _replace_in_member(
+            b, b'{"invoice":{"id":%d,' % BAD, b'{"invoice":{"id":%d,' % HUGE
+        )
+    old = b'<invoice><id type="integer">%d</id>' % BAD
+    return lambda b: _replace_in_member(b, old, b'<invoice><id type="integer">%d</id>' % HUGE)
+
+
+# (format, how the reply is spoiled)
+POISONS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
+    "xml datetime": (
+        "xml",
+        lambda b: _replace_in_member(b, b"2001-02-03T04:05:06+00:00", b"yesterday"),
+    ),
+    "xml decimal": ("xml", lambda b: _replace_in_member(b, b"123456.789", b"12,5")),
+    "xml integer": ("xml", lambda b: _replace_in_member(b, b"987654321", b"x1")),
+    "xml id past 64 bits": ("xml", _huge_id("xml")),
+    "json 1e999": ("json", lambda b: _replace_in_member(b, b'"123456.789"', b"1e999")),
+    "json under another key": ("json", _wrap_under_other_key),
+    "json id past 64 bits": ("json", _huge_id("json")),
+}
+
+
+class Account:
+    """250 invoices served through `MockSender`, every sync-fetch reply spoiled."""
+
+    def __init__(self, fmt: str, spoil: Callable[[bytes], bytes]) -> None:
+        service = FakeInvoicingService(invoices=250, seed=7)
+        self.invoices = dict(service.account.invoices)
+        self.invoices[BAD] = attrs.evolve(
+            self.invoices[BAD],
+            created_at=MARK_TIME,
+            total_price_incl_tax=MARK_MONEY,
+            contact_id=MARK_CONTACT,
+        )
+        self.fmt = fmt
+        self.spoil = spoil
+        self.paths: list[str] = []
+
+    def handle(self, request: OutgoingRequest) -> RawResponse:
+        path = request.url.path
+        self.paths.append(path)
+        fmt = self.fmt
+        if path.endswith("sync_list_ids.xml"):
+            entries = [
+                m.SyncEntry(id=i, revision=inv.revision or 0) for i, inv in self.invoices.items()
+            ]
+            return mock_response(200, dump_sync_entries(entries, fmt))  # type: ignore[arg-type]
+        ids = parse_sync_ids(request.body or b"", fmt)  # type: ignore[arg-type]
+        chosen = [self.invoices[i] for i in ids if i in self.invoices]
+        body = dump_list(chosen, fmt, m.Invoice)  # type: ignore[arg-type]
+        return mock_response(200, self.spoil(body) if BAD in ids else body)
+
+
+@pytest.mark.parametrize("poison", sorted(POISONS))
+async def test_one_bad_member_costs_only_itself(poison: str) -> None:
+    fmt, spoil = POISONS[poison]
+    account = Account(fmt, spoil)
+    store = MemoryStore()
+    async with ia.InvoicingClient(
+        "https://acme.example.com",
+        auth=ia.BasicAuth("u", "p"),
+        format=fmt,  # type: ignore[arg-type]
+        sender=MockSender(account.handle),
+    ) as client:
+        report = await SyncEngine(client, store).run()
+    stored = await store.revisions()
+    assert report.requests == 1 + 3  # the list and three batches: nothing tried again
+    assert report.errors == []
+    assert len(stored) == 249
+    assert BAD not in stored
+    assert report.quarantined == [BAD]  # named by its id, or the one id its batch lacks
+    assert BAD in report.unreadable
+
+
+def _deep_unknown_field(body: bytes) -> bytes:
+    """An unknown field nested 340 arrays deep in BAD's member (JSON)."""
+    old = b'{"invoice":{"id":%d,' % BAD
+    deep = b'"x":' + b"[" * 340 + b"]" * 340 + b","
+    return _replace_in_member(body, old, old + deep)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_whatever_the_fast_path_stores_the_converter_reads(kind: str, tmp_path: Path) -> None:
+    """A member nested deeper than `MAX_DEPTH` is judged by the converter, which refuses
+    it: it is quarantined, never stored to break every later read."""
+    account = Account("json", _deep_unknown_field)
+    store: Store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "s.db")
+    async with ia.InvoicingClient(
+        "https://acme.example.com",
+        auth=ia.BasicAuth("u", "p"),
+        format="json",
+        sender=MockSender(account.handle),
+    ) as client:
+        report = await SyncEngine(client, store).run()
+    assert report.quarantined == [BAD]
+    assert "nested more than 100 levels" in report.unreadable[BAD]
+    assert len([invoice async for invoice in store.iter_invoices()]) == 249
+    assert await store.get(BAD) is None
+    await store.close()
+
+
+async def test_one_unreadable_row_fails_only_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row that cannot be read (a hand-edited file) is skipped with a warning when
+    iterating or querying; `get` of it raises `DecodeError` naming it."""
+    path = tmp_path / "s.db"
+    async with SQLiteStore(path) as store:
+        await store.apply_documents(
+            [InvoiceDocument.of(m.Invoice(id=i, revision=1, state="open")) for i in (1, 2, 3)]
+        )
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE invoices SET document = ? WHERE id = 2", (b'{"invoice":[[[',))
+    raw.close()
+    async with SQLiteStore(path) as store:
+        assert [i.id async for i in store.iter_invoices()] == [1, 3]
+        assert [i.id for i in await store.by_state("open")] == [1, 3]
+        assert "stored invoice 2 cannot be read" in caplog.text
+        with pytest.raises(ia.DecodeError, match="stored invoice 2 cannot be read"):
+            await store.get(2)
+        assert await store.get(3) is not None
