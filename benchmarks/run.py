@@ -19,6 +19,7 @@ from benchmarks.report import LATEST, markdown_table
 MODULES = [
     "bench_decode",
     "bench_requests",
+    "bench_percall",
     "bench_wall",
     "bench_memory",
     "bench_budget",

@@ -9,8 +9,10 @@ from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._models.payloads import Format
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
+from invoicing_async._transport.failures import SendError
 from invoicing_async._transport.http import RequestEvent
 from invoicing_async._transport.retry import RetryPolicy
+from invoicing_async._transport.sender import OutgoingRequest, RawResponse, Sender
 from invoicing_async._version import __version__
 from invoicing_async.errors import (
     APIConnectionError,
@@ -60,12 +62,16 @@ __all__ = [
     "NotFoundError",
     "NotImplementedByServerError",
     "OAuth1Auth",
+    "OutgoingRequest",
     "RateBudget",
     "RateLimitExceeded",
+    "RawResponse",
     "RedirectError",
     "RequestEvent",
     "ResponseTooLargeError",
     "RetryPolicy",
+    "SendError",
+    "Sender",
     "ServerError",
     "StoreError",
     "ValidationError",

@@ -13,7 +13,7 @@ import aiohttp
 import attrs
 from yarl import URL
 
-from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
+from invoicing_async._budget.budget import BudgetHooks, RateBudget
 from invoicing_async._models.documents import Format, load_model
 from invoicing_async._resources.invoices import InvoicesResource
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
@@ -74,7 +74,7 @@ class InvoicingClient:
         sender: Sender | None = None,
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
-        self.budget = budget if budget is not None else RateBudget()
+        budget = budget if budget is not None else RateBudget()
         options = CallOptions(
             timeout=aiohttp.ClientTimeout(total=timeout, connect=connect_timeout),
             max_wait=max_wait,
@@ -85,7 +85,7 @@ class InvoicingClient:
             base_url,
             auth=auth,
             fmt=format,
-            budget=self.budget,
+            budget=budget,
             options=options,
             api_prefix=api_prefix,
             session=session,
@@ -96,7 +96,7 @@ class InvoicingClient:
             on_request=on_request,
             trace_configs=trace_configs,
         )
-        self.budget.bind(_account_host(self._transport.base_url))
+        BudgetHooks(budget).bind(_account_host(self._transport.base_url))
         self._validate = validate
         self._today = today
         self._bind(options)
@@ -174,6 +174,11 @@ class InvoicingClient:
         return self._transport.base_url
 
     @property
+    def budget(self) -> RateBudget:
+        """The account's request budget: `client.budget.snapshot()` for progress displays."""
+        return self._transport.budget
+
+    @property
     def requests_sent(self) -> int:
         """Every HTTP request this client sent, retries and redirects included."""
         return self._transport.requests_sent
@@ -182,10 +187,6 @@ class InvoicingClient:
     def is_closed(self) -> bool:
         """True after `aclose()` (or the end of `async with`): make a new client then."""
         return self._transport.is_closed
-
-    def budget_snapshot(self) -> BudgetSnapshot:
-        """Limit, remaining requests and estimated refill, for progress displays."""
-        return self.budget.snapshot()
 
     async def current_session(self) -> CurrentSession:
         """The session and active user: GET /current_session.xml (root `<user>`)."""

@@ -41,12 +41,16 @@ PUBLIC: dict[str, set[str]] = {
         "NotFoundError",
         "NotImplementedByServerError",
         "OAuth1Auth",
+        "OutgoingRequest",
         "RateBudget",
         "RateLimitExceeded",
+        "RawResponse",
         "RedirectError",
         "RequestEvent",
         "ResponseTooLargeError",
         "RetryPolicy",
+        "SendError",
+        "Sender",
         "ServerError",
         "StoreError",
         "ValidationError",
@@ -185,3 +189,22 @@ def test_the_names_the_readme_uses_exist() -> None:
             if module_name == "invoicing_async" and name in submodules:
                 continue
             assert name in PUBLIC[module_name], f"{module_name}.{name}"
+
+
+def test_a_budget_shows_its_settings_and_estimates_only() -> None:
+    """The transport's hooks (take, settle, observe) are not part of `RateBudget`'s surface."""
+    public = {name for name in dir(invoicing_async.RateBudget) if not name.startswith("_")}
+    budget = invoicing_async.RateBudget()
+    public |= {name for name in vars(budget) if not name.startswith("_")}
+    assert public == {
+        "available_now",
+        "close",
+        "key",
+        "limit",
+        "period",
+        "refresh",
+        "reserve",
+        "shared",
+        "snapshot",
+        "time_for",
+    }

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 from aiolimiter import AsyncLimiter
@@ -38,7 +38,7 @@ from invoicing_async.errors import (
 
 T = TypeVar("T")
 
-__all__ = ["BudgetSnapshot", "Permit", "RateBudget"]
+__all__ = ["BudgetHooks", "BudgetSnapshot", "Permit", "RateBudget"]
 
 logger = logging.getLogger("invoicing_async.budget")
 
@@ -117,7 +117,7 @@ class RateBudget:
         self.period = period
         self.reserve = reserve
         self.key = key
-        self.shared_url = shared
+        self._shared_url = shared
         # A store passed in is its owner's (one pool under many budgets): `close` leaves it.
         self._owns_store = store is None
         if store is None:
@@ -127,6 +127,8 @@ class RateBudget:
                 else open_budget_store(shared, timeout=store_timeout)
             )
         self._store = store
+        # In this process: taken and settled without awaiting, and read without a view.
+        self._local = store if isinstance(store, MemoryBudgetStore) else None
         self._store_timeout = store_timeout
         self._bound_host: str | None = None
         self._pacer = None if pace is None else AsyncLimiter(1, 1.0 / pace)
@@ -135,10 +137,12 @@ class RateBudget:
         self._server_limit: int | None = None
         self._server_remaining: int | None = None
         self._lines: dict[int, asyncio.Lock] = {}  # callers waiting, by reserve kept
+        # Store calls given up on, still cancelling: kept referenced until they end.
+        self._abandoned: set[asyncio.Future[Any]] = set()
 
     def __repr__(self) -> str:
         s = self.snapshot()
-        where = f", shared={_redact(self.shared_url)!r}" if self.shared_url else ""
+        where = f", shared={_redact(self._shared_url)!r}" if self._shared_url else ""
         return (
             f"RateBudget(limit={self.limit}, period={self.period}{where}, "
             f"remaining={s.remaining}, server_remaining={s.server_remaining})"
@@ -148,7 +152,7 @@ class RateBudget:
     def shared(self) -> bool:
         return self._store.shared
 
-    def bind(self, host: str) -> None:
+    def _bind(self, host: str) -> None:
         """Name the budget after the client's host unless `key` was given.
 
         A shared budget without a key serves one host: a second host would spend the
@@ -168,7 +172,7 @@ class RateBudget:
 
     # -- taking and settling -----------------------------------------------------------
 
-    async def acquire(
+    async def _acquire(
         self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
     ) -> Permit:
         """Wait for a unit and take it.
@@ -206,14 +210,17 @@ class RateBudget:
         self, hold: float, keep: int, deadline: float | None, max_wait: float | None
     ) -> Permit | float:
         """One try: the permit, or the seconds to sleep before the next try."""
-        try:
-            result, view = await self._call(
-                self._store.take(self._key(), self, hold=hold, keep=keep)
-            )
-        except BudgetUnavailableError as exc:
-            # Fail closed: a request whose unit cannot be taken does not go out.
-            raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
-        self._remember(view)
+        if self._local is not None:
+            result = self._local.take_now(self._key(), self, hold=hold, keep=keep)
+        else:
+            try:
+                result, view = await self._call(
+                    self._store.take(self._key(), self, hold=hold, keep=keep)
+                )
+            except BudgetUnavailableError as exc:
+                # Fail closed: a request whose unit cannot be taken does not go out.
+                raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+            self._remember(view)
         if isinstance(result, Grant):
             return Permit(result.unit, result.taken_at)
         wait = result.wait + _WAKE_MARGIN
@@ -231,28 +238,33 @@ class RateBudget:
             retry_after=wait,
         )
 
-    async def settle(self, permit: Permit, *, sent: bool = True) -> None:
+    async def _settle(self, permit: Permit, *, sent: bool = True) -> None:
         """The request got no response. `sent=False`: it never left, the unit comes back."""
-        await self._settle(permit, sent=sent, remaining=None)
+        await self._update(permit, sent=sent, remaining=None)
 
-    async def observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+    async def _observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
         """The response to `permit`'s request arrived with these rate headers."""
         if limit is not None:
             self._server_limit = limit
         if remaining is not None:
             self._server_remaining = max(0, remaining)
-        await self._settle(permit, sent=True, remaining=remaining)
+        await self._update(permit, sent=True, remaining=remaining)
 
-    async def exhausted(self, permit: Permit) -> float:
+    async def _exhausted(self, permit: Permit) -> float:
         """The server refused `permit`'s request for the budget; returns the estimated wait.
 
         Every user of this budget (every process, when shared) stops until then.
         """
         self._server_remaining = 0
-        await self._settle(permit, sent=True, remaining=0)
-        return self.estimate_wait()
+        await self._update(permit, sent=True, remaining=0)
+        return self.time_for(1)
 
-    async def _settle(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
+    async def _update(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
+        if self._local is not None:
+            self._local.settle_now(
+                self._key(), self, permit.unit, permit.taken_at, sent=sent, remaining=remaining
+            )
+            return
         # The request is over: a store that fails now must not lose its response. The
         # unit then comes back `period + hold` after it was taken, which is still safe.
         try:
@@ -275,14 +287,25 @@ class RateBudget:
         """Run a store operation; a shared store that fails or stalls fails closed."""
         if not self.shared:
             return await operation
-        where = _redact(self.shared_url)
+        where = _redact(self._shared_url)
+        task = asyncio.ensure_future(operation)
         try:
-            return await asyncio.wait_for(operation, self._store_timeout)
-        except asyncio.TimeoutError:
+            done, _ = await asyncio.wait({task}, timeout=self._store_timeout)
+        except BaseException:  # the caller was cancelled: so is the operation
+            task.cancel()
+            raise
+        if not done:
+            # Cancelled without waiting: a client library may await its server to cancel
+            # the query (psycopg does), which a frozen server never answers.
+            task.cancel()
+            self._abandoned.add(task)
+            task.add_done_callback(_forget_abandoned(self._abandoned))
             raise BudgetUnavailableError(
                 f"shared budget {where} did not answer within {self._store_timeout:g}s "
                 "(check that the server is up and reachable)"
-            ) from None
+            )
+        try:
+            return task.result()
         except BudgetUnavailableError as exc:
             raise BudgetUnavailableError(f"shared budget {where}: {exc}") from exc
         except InvoicingError:
@@ -305,18 +328,13 @@ class RateBudget:
     # -- estimates (no I/O: from the last view of a shared store) ----------------------
 
     def _current(self) -> LedgerView:
-        store = self._store
-        if isinstance(store, MemoryBudgetStore):
-            return store.view_now(self._key(), self)
+        if self._local is not None:
+            return self._local.view_now(self._key(), self)
         if self._view is None:
             return LedgerView(self.limit, 0, 0, ())
         elapsed = self._local_now() - self._view_at
         returns = tuple(r - elapsed for r in self._view.returns_in if r > elapsed)
         return LedgerView(self.limit, len(returns), self._view.phantoms, returns)
-
-    def estimate_wait(self, requests: int = 1) -> float:
-        """Seconds until `requests` more could go out, at full speed."""
-        return self.time_for(requests)
 
     def available_now(self, *, background: bool = False) -> int:
         """How many requests could go out now without waiting."""
@@ -355,6 +373,53 @@ class RateBudget:
         """Close a shared store's connections (not those of a `store` passed in)."""
         if self._owns_store:
             await self._store.close()
+
+
+class BudgetHooks:
+    """The transport's side of a budget: a unit taken before each request, settled after.
+
+    Not part of `RateBudget`'s public surface: users read a budget, the transport spends it.
+    """
+
+    __slots__ = ("budget",)
+
+    def __init__(self, budget: RateBudget) -> None:
+        self.budget = budget
+
+    def bind(self, host: str) -> None:
+        """Name the budget after the client's host unless it has a `key`."""
+        self.budget._bind(host)  # noqa: SLF001 - the budget's transport side
+
+    async def acquire(
+        self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
+    ) -> Permit:
+        """Wait for a unit and take it (`RateLimitExceeded` past `max_wait`)."""
+        return await self.budget._acquire(  # noqa: SLF001
+            max_wait=max_wait, background=background, hold=hold
+        )
+
+    async def settle(self, permit: Permit, *, sent: bool = True) -> None:
+        """The request got no response; `sent=False`: it never left."""
+        await self.budget._settle(permit, sent=sent)  # noqa: SLF001
+
+    async def observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+        """The response arrived with these rate headers."""
+        await self.budget._observe(permit, limit=limit, remaining=remaining)  # noqa: SLF001
+
+    async def exhausted(self, permit: Permit) -> float:
+        """The server refused the request for the budget; returns the estimated wait."""
+        return await self.budget._exhausted(permit)  # noqa: SLF001
+
+
+def _forget_abandoned(
+    abandoned: set[asyncio.Future[Any]],
+) -> Callable[[asyncio.Future[Any]], None]:
+    def forget(task: asyncio.Future[Any]) -> None:
+        abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: its failure was reported when it was abandoned
+
+    return forget
 
 
 def _left(deadline: float | None) -> float | None:

@@ -69,6 +69,11 @@ class PostgresBudgetStore:
                     if not isinstance(exc, StoreError):  # ours name where and why
                         text = f"{type(exc).__name__}: {text}"
                     raise BudgetUnavailableError(f"PostgreSQL unreachable: {text}") from exc
+                except BaseException:
+                    # Given up on (the budget's store_timeout): its workers stop too.
+                    if pool is not self._shared_pool:
+                        await pool.close(timeout=1.0)
+                    raise
                 self._pool = pool
             return self._pool
 
@@ -106,7 +111,7 @@ class PostgresBudgetStore:
         remaining: int | None,
     ) -> LedgerView:
         returns, phantoms = await self._fetch(
-            "SELECT * FROM invoicing_budget_settle_v1("
+            "SELECT * FROM invoicing_budget_settle_v2("
             "%s, %s::int, %s::float8, %s, %s::float8, %s::bool, %s::int)",
             (key, params.limit, params.period, unit, taken_at, sent, remaining),
         )

@@ -2,7 +2,8 @@
 
 Each operation is one `BEGIN IMMEDIATE` transaction: it loads the key's units (at most
 `limit` rows), applies the ledger's rule in Python and writes back what changed. The
-clock is the machine's wall clock, which every process on it shares.
+clock is the file's own (`_now`): the latest time any process wrote, advanced by each
+process as far as its own clock ran since.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
@@ -22,11 +24,13 @@ from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refu
 from invoicing_async._budget.stores import LedgerParams
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
-__all__ = ["SQLiteBudgetStore", "sqlite_path"]
+__all__ = ["SKEW_TOLERANCE", "SQLiteBudgetStore", "sqlite_path"]
 
 T = TypeVar("T")
 
-#: The tables (``sql/sqlite/schema.sql``): made if missing on every open.
+#: Seconds a process's clock may run ahead of the others' without letting units back early.
+SKEW_TOLERANCE = 60.0
+
 #: The tables (``sql/sqlite/schema.sql``), made if missing on every open.
 _SCHEMA = (resources.files("invoicing_async._budget") / "sql" / "sqlite" / "schema.sql").read_text(
     "utf-8"
@@ -63,6 +67,10 @@ class SQLiteBudgetStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        # The file's time minus this process's clock, fixed at its first operation.
+        self._offset: float | None = None
+        # Its own thread: a frozen lock holder must not hold up the loop's default pool.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
@@ -73,7 +81,7 @@ class SQLiteBudgetStore:
                     self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
                 )
                 db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+                db.executescript(_SCHEMA)
             except (OSError, sqlite3.Error) as exc:
                 raise BudgetUnavailableError(
                     f"file {self.path}: {exc}; check the path and its permissions"
@@ -88,7 +96,7 @@ class SQLiteBudgetStore:
                 try:
                     db.execute("BEGIN IMMEDIATE")
                     try:
-                        result = operation(db, self._clock())
+                        result = operation(db, self._now(db))
                     except BaseException:
                         db.execute("ROLLBACK")
                         raise
@@ -97,7 +105,31 @@ class SQLiteBudgetStore:
                 except sqlite3.Error as exc:
                     raise BudgetUnavailableError(f"shared budget file {self.path}: {exc}") from exc
 
-        return await asyncio.to_thread(work)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
+
+    def _now(self, db: sqlite3.Connection) -> float:
+        """The file's time: never behind any process's earlier operation, and advanced by
+        this process only as far as its own clock has run since it first used the file.
+
+        A process whose clock is ahead of the file's by up to `SKEW_TOLERANCE` follows the
+        file's time instead of its own (it would return units others took early); further
+        ahead, the gap is taken as time that passed while no process used the file.
+        """
+        mine = self._clock()
+        row = db.execute("SELECT now FROM budget_clock WHERE id = 1").fetchone()
+        high: float | None = None if row is None else float(row[0])
+        if self._offset is None:
+            gap = 0.0 if high is None else mine - high
+            self._offset = -gap if 0.0 < gap <= SKEW_TOLERANCE else 0.0
+        now = mine + self._offset
+        if high is not None and now < high:
+            now = high
+        db.execute(
+            "INSERT INTO budget_clock (id, now) VALUES (1, ?)"
+            " ON CONFLICT (id) DO UPDATE SET now = excluded.now",
+            (now,),
+        )
+        return now
 
     @staticmethod
     def _load(db: sqlite3.Connection, key: str, params: LedgerParams) -> MemoryLedger:
@@ -159,6 +191,8 @@ class SQLiteBudgetStore:
         return view
 
     async def close(self) -> None:
+        self._executor.shutdown(wait=False)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
         with self._lock:
             if self._db is not None:
                 self._db.close()

@@ -80,15 +80,14 @@ class MemoryBudgetStore:
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
     ) -> tuple[Grant | Refusal, LedgerView]:
-        return self.take_now(key, params, hold=hold, keep=keep)
+        result = self.take_now(key, params, hold=hold, keep=keep)
+        return result, self.view_now(key, params)
 
     def take_now(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
-    ) -> tuple[Grant | Refusal, LedgerView]:
-        now = self.now()
-        ledger = self.ledger(key, params)
-        result = ledger.take(now, hold=hold, keep=keep)
-        return result, ledger.view(now)
+    ) -> Grant | Refusal:
+        """`take` without awaiting or building a view (the budget's per-call path)."""
+        return self.ledger(key, params).take(self.now(), hold=hold, keep=keep)
 
     async def settle(
         self,
@@ -100,10 +99,21 @@ class MemoryBudgetStore:
         sent: bool,
         remaining: int | None,
     ) -> LedgerView:
-        now = self.now()
-        ledger = self.ledger(key, params)
-        ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
-        return ledger.view(now)
+        self.settle_now(key, params, unit, taken_at, sent=sent, remaining=remaining)
+        return self.view_now(key, params)
+
+    def settle_now(
+        self,
+        key: str,
+        params: LedgerParams,
+        unit: str,
+        taken_at: float,
+        *,
+        sent: bool,
+        remaining: int | None,
+    ) -> None:
+        """`settle` without awaiting or building a view."""
+        self.ledger(key, params).settle(self.now(), unit, taken_at, sent=sent, remaining=remaining)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
         return self.view_now(key, params)

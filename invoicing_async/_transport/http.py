@@ -14,7 +14,7 @@ import aiohttp
 import attrs
 from yarl import URL
 
-from invoicing_async._budget.budget import RateBudget
+from invoicing_async._budget.budget import BudgetHooks, RateBudget
 from invoicing_async._models.documents import Format
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.failures import SendError, describe_timeout
@@ -106,6 +106,7 @@ class HTTPTransport:
         self.auth = auth
         self.fmt = fmt
         self.budget = budget
+        self._budget = BudgetHooks(budget)
         self.options = options
         self.api_prefix = normalize_prefix(api_prefix)
         self.max_response_bytes = max_response_bytes
@@ -315,7 +316,7 @@ class HTTPTransport:
         self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
     ) -> tuple[RawResponse, float | None]:
         self._check_open()
-        permit = await self.budget.acquire(
+        permit = await self._budget.acquire(
             max_wait=opts.max_wait, background=opts.background, hold=_hold(opts.timeout)
         )
         self.requests_sent += 1
@@ -338,19 +339,19 @@ class HTTPTransport:
             raw = await self.sender.send(request)
         except SendError as failure:
             # A request that never connected never reached the server: its unit comes back.
-            await self.budget.settle(permit, sent=failure.connected)
+            await self._budget.settle(permit, sent=failure.connected)
             self._report(method, url, None, loop.time() - started, attempt, type(failure.error))
             raise
         except BaseException:
             # Cancelled mid-flight: it may have arrived; the unit comes back a period on.
-            await asyncio.shield(self.budget.settle(permit, sent=True))
+            await asyncio.shield(self._budget.settle(permit, sent=True))
             raise
         rates = rate_headers(raw.headers)
         retry_after = None
         if is_budget_refusal(raw.status, raw.headers, raw.body):
-            retry_after = await self.budget.exhausted(permit)
+            retry_after = await self._budget.exhausted(permit)
         else:
-            await self.budget.observe(permit, limit=rates.limit, remaining=rates.remaining)
+            await self._budget.observe(permit, limit=rates.limit, remaining=rates.remaining)
         if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
             raise ResponseTooLargeError(
                 f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
@@ -367,9 +368,12 @@ class HTTPTransport:
         attempt: int,
         error: type[Exception] | None,
     ) -> None:
+        debug = logger.isEnabledFor(logging.DEBUG)
+        if not debug and self.on_request is None:
+            return
         remaining = self.budget.snapshot().remaining
         failure = None if error is None else error.__name__
-        if logger.isEnabledFor(logging.DEBUG):
+        if debug:
             logger.debug(
                 "%s %s -> %s in %.1f ms (attempt %d, budget left %d)",
                 method,

@@ -66,10 +66,16 @@ def _header_int(headers: Headers, name: str) -> int | None:
 
 
 def rate_headers(headers: Headers) -> RateHeaders:
-    """`X-RateLimit-Limit` / `X-RateLimit-Remaining`, read case-insensitively."""
+    """`X-RateLimit-Limit` / `X-RateLimit-Remaining`, read case-insensitively.
+
+    A value that is no count (negative, or not a number) is unknown: the budget must not
+    stop for two periods on a proxy's garbage.
+    """
+    limit = _header_int(headers, "X-RateLimit-Limit")
+    remaining = _header_int(headers, "X-RateLimit-Remaining")
     return RateHeaders(
-        limit=_header_int(headers, "X-RateLimit-Limit"),
-        remaining=_header_int(headers, "X-RateLimit-Remaining"),
+        limit=limit if limit is not None and limit > 0 else None,
+        remaining=remaining if remaining is not None and remaining >= 0 else None,
     )
 
 
@@ -105,7 +111,7 @@ def is_budget_refusal(status: int, headers: Headers, body: bytes) -> bool:
     """A 403 that means "hourly budget spent", told apart from other refusals."""
     if status != 403:
         return False
-    remaining = rate_headers(headers).remaining
+    remaining = _header_int(headers, "X-RateLimit-Remaining")
     if remaining is not None:
         return remaining <= 0  # the header decides when the server sent it
     return bool(_RATE_BODY.search(body[:2000]))

@@ -157,6 +157,14 @@ async def _read_limited(resp: aiohttp.ClientResponse, request: OutgoingRequest) 
         raise ResponseTooLargeError(
             f"{where}: response of {resp.content_length} bytes exceeds max_response_bytes={limit}"
         )
+    length = resp.content_length
+    if (
+        length is not None
+        and length <= JOIN_OFF_LOOP_BYTES
+        and not resp.headers.get("Content-Encoding")
+    ):
+        # Not compressed: the body is the `length` bytes checked above, read at once.
+        return await resp.read()
     chunks: list[bytes] = []
     total = 0
     async for chunk in resp.content.iter_chunked(1 << 16):

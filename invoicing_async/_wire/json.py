@@ -50,6 +50,20 @@ def _number(text: str) -> Decimal:
     return parse_decimal(text)
 
 
+def _decoder(object_hook: Callable[[dict[str, Any]], Any] | None) -> json.JSONDecoder:
+    return json.JSONDecoder(
+        parse_float=_number,
+        # Integers stay C-fast: the interpreter itself refuses ones of over 4300 digits
+        # (ValueError in `decode_json`), which bounds the work a hostile body can cause.
+        parse_constant=_parse_constant,
+        object_hook=object_hook,
+    )
+
+
+#: The decoder of every body without an object hook, made once (it keeps no state).
+_DECODER = _decoder(None)
+
+
 def decode_json(
     body: bytes | str, *, object_hook: Callable[[dict[str, Any]], Any] | None = None
 ) -> Any:
@@ -61,13 +75,7 @@ def decode_json(
         raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
         check_element_count(count_in(raw, b","), "JSON document")
     try:
-        decoder = json.JSONDecoder(
-            parse_float=_number,
-            # Integers stay C-fast: the interpreter itself refuses ones of over 4300
-            # digits (ValueError below), which bounds the work a hostile body can cause.
-            parse_constant=_parse_constant,
-            object_hook=object_hook,
-        )
+        decoder = _DECODER if object_hook is None else _decoder(object_hook)
         if _windowed(body):
             return [value for value, _ in _windowed_members(body, decoder)]
         text = body if isinstance(body, str) else _text(body)

@@ -268,8 +268,7 @@ def test_a_shared_budget_counts_the_requests(
     sent = load(pipeline, service, budget=None, budget_url=url)
 
     async def remaining() -> int:
-        budget = RateBudget(shared=url)
-        budget.bind(service.base_url.split("://", 1)[1])
+        budget = RateBudget(shared=url, key=service.base_url.split("://", 1)[1])
         try:
             await budget.refresh()
             return budget.snapshot().remaining

@@ -155,6 +155,6 @@ async def test_wrong_password_is_an_authentication_error(service: FakeInvoicingS
 async def test_budget_follows_the_server(service: FakeInvoicingService) -> None:
     async with service.client(max_wait=0) as client:
         await client.current_session()
-        snapshot = client.budget_snapshot()
+        snapshot = client.budget.snapshot()
     assert snapshot.server_limit == 350
     assert snapshot.server_remaining == 349

@@ -533,7 +533,7 @@ async def test_client_side_validation_spends_no_request(
     async with scripted_client(api) as client:
         with pytest.raises(ia.ValidationError) as info:
             await call(client)
-        assert client.budget_snapshot().used_in_period == 0
+        assert client.budget.snapshot().used_in_period == 0
     assert attribute in [e.attribute for e in info.value.errors]
     assert info.value.status == 0
     assert "not sent" in str(info.value)

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import Permit, RateBudget
+from invoicing_async._budget.budget import BudgetHooks, Permit, RateBudget
 from invoicing_async._budget.stores import MemoryBudgetStore
+from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
-from tests.virtual_time import virtual_time
+from tests.virtual_time import run_virtual, virtual_time
 
 HOUR = 3600.0
 
@@ -29,8 +30,8 @@ def max_in_any_window(times: list[float], window: float) -> int:
 
 async def spend(budget: RateBudget, **kwargs: Any) -> Permit:
     """Take a unit and settle it at once, as a request answered instantly would."""
-    permit = await budget.acquire(**kwargs)
-    await budget.observe(permit, limit=None, remaining=None)
+    permit = await BudgetHooks(budget).acquire(**kwargs)
+    await BudgetHooks(budget).observe(permit, limit=None, remaining=None)
     return permit
 
 
@@ -43,7 +44,7 @@ async def test_a_fresh_budget_lends_the_whole_limit_at_once() -> None:
         await spend(budget, max_wait=0)
     assert loop.time() == start  # no waiting at all
     with pytest.raises(ia.RateLimitExceeded) as info:
-        await budget.acquire(max_wait=60)
+        await BudgetHooks(budget).acquire(max_wait=60)
     # The first unit comes back one period after its response.
     assert info.value.retry_after == pytest.approx(HOUR, abs=0.01)
     assert budget.snapshot().remaining == 0
@@ -60,12 +61,12 @@ async def test_as_fast_as_possible_never_exceeds_the_limit_and_uses_98_percent()
     rng = random.Random(4)
 
     async def request() -> None:
-        permit = await budget.acquire(max_wait=None, hold=30.0)
+        permit = await BudgetHooks(budget).acquire(max_wait=None, hold=30.0)
         up, down = rng.uniform(0, 1.0), rng.uniform(0, 1.0)
         await asyncio.sleep(up)
         arrivals.append(loop.time() - start)
         await asyncio.sleep(down)
-        await budget.observe(permit, limit=350, remaining=None)
+        await BudgetHooks(budget).observe(permit, limit=350, remaining=None)
 
     async def caller() -> None:
         while loop.time() - start < 3 * HOUR:
@@ -83,51 +84,51 @@ async def test_a_request_never_answered_returns_its_unit_after_period_plus_hold(
     budget = RateBudget(limit=2, period=HOUR)
     loop = asyncio.get_running_loop()
     start = loop.time()
-    await budget.acquire(max_wait=0, hold=60.0)  # never settled: the process "crashed"
+    await BudgetHooks(budget).acquire(max_wait=0, hold=60.0)  # never settled: the process "crashed"
     await spend(budget, max_wait=0)
-    await budget.acquire(max_wait=None)
+    await BudgetHooks(budget).acquire(max_wait=None)
     assert loop.time() - start == pytest.approx(HOUR, abs=0.01)  # the settled one
-    await budget.acquire(max_wait=None)
+    await BudgetHooks(budget).acquire(max_wait=None)
     assert loop.time() - start == pytest.approx(HOUR + 60.0, abs=0.01)  # period + hold
 
 
 @virtual_time
 async def test_a_request_that_never_left_gives_its_unit_back() -> None:
     budget = RateBudget(limit=1, period=HOUR)
-    permit = await budget.acquire(max_wait=0)
-    await budget.settle(permit, sent=False)
-    await budget.acquire(max_wait=0)  # at once
+    permit = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).settle(permit, sent=False)
+    await BudgetHooks(budget).acquire(max_wait=0)  # at once
 
 
 @virtual_time
 async def test_server_remaining_caps_what_goes_out_and_more_hands_units_back() -> None:
     budget = RateBudget(limit=100, period=HOUR)
-    permit = await budget.acquire(max_wait=0)
-    await budget.observe(permit, limit=100, remaining=2)  # someone else spent 97
+    permit = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).observe(permit, limit=100, remaining=2)  # someone else spent 97
     assert budget.available_now() == 2
     snap = budget.snapshot()
     assert (snap.used_in_period, snap.held_for_others, snap.server_remaining) == (1, 97, 2)
     await asyncio.sleep(1.0)  # (requests taken in one instant are assumed uncounted)
-    first = await budget.acquire(max_wait=0)
+    first = await BudgetHooks(budget).acquire(max_wait=0)
     await asyncio.sleep(1.0)
-    await budget.acquire(max_wait=0)
+    await BudgetHooks(budget).acquire(max_wait=0)
     with pytest.raises(ia.RateLimitExceeded):
-        await budget.acquire(max_wait=0)
+        await BudgetHooks(budget).acquire(max_wait=0)
     # The server then says 50 are left after `first` (one newer request not yet counted).
-    await budget.observe(first, limit=100, remaining=50)
+    await BudgetHooks(budget).observe(first, limit=100, remaining=50)
     assert budget.available_now() == 49
 
 
 @virtual_time
 async def test_a_stale_answer_does_not_undo_newer_ones() -> None:
     budget = RateBudget(limit=10, period=HOUR)
-    old = await budget.acquire(max_wait=0)
+    old = await BudgetHooks(budget).acquire(max_wait=0)
     await asyncio.sleep(1.0)
     for _ in range(3):
         await spend(budget, max_wait=0)
     # The slow answer to the oldest request says 9 left: the 3 newer ones were not
     # counted in it yet, so 6 are free, as the ledger already says (10 - 4).
-    await budget.observe(old, limit=10, remaining=9)
+    await BudgetHooks(budget).observe(old, limit=10, remaining=9)
     assert budget.available_now() == 6
 
 
@@ -136,27 +137,27 @@ async def test_a_refusal_stops_every_user_and_one_probe_goes_after_the_estimate(
     store = MemoryBudgetStore()
     web, batch = RateBudget(limit=350, store=store), RateBudget(limit=350, store=store)
     loop = asyncio.get_running_loop()
-    permit = await batch.acquire(max_wait=0)
-    wait = await batch.exhausted(permit)
+    permit = await BudgetHooks(batch).acquire(max_wait=0)
+    wait = await BudgetHooks(batch).exhausted(permit)
     assert HOUR - 1 <= wait <= HOUR + 1  # our one request leaves the window in an hour
     with pytest.raises(ia.RateLimitExceeded):
-        await web.acquire(max_wait=0)  # the other user of the budget stops too
+        await BudgetHooks(web).acquire(max_wait=0)  # the other user of the budget stops too
     start = loop.time()
-    probe = await web.acquire(max_wait=None)
+    probe = await BudgetHooks(web).acquire(max_wait=None)
     assert loop.time() - start == pytest.approx(wait, abs=0.01)
     with pytest.raises(ia.RateLimitExceeded):
-        await batch.acquire(max_wait=0)  # exactly one probe
-    await web.observe(probe, limit=350, remaining=349)
+        await BudgetHooks(batch).acquire(max_wait=0)  # exactly one probe
+    await BudgetHooks(web).observe(probe, limit=350, remaining=349)
     assert batch.available_now() == 349  # the probe's answer hands the rest back
 
 
 @virtual_time
 async def test_a_refusal_with_nothing_of_ours_out_probes_after_a_period() -> None:
     budget = RateBudget(limit=5, period=HOUR)
-    permit = await budget.acquire(max_wait=0)
-    await budget.settle(permit, sent=False)
-    other = await budget.acquire(max_wait=0)
-    await budget.exhausted(other)
+    permit = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).settle(permit, sent=False)
+    other = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).exhausted(other)
     assert budget.available_now() == 0
     assert budget.snapshot().refill_in == pytest.approx(HOUR, abs=0.01)
 
@@ -167,12 +168,12 @@ async def test_background_work_leaves_the_reserve_to_interactive_calls() -> None
     for _ in range(7):
         await spend(budget, max_wait=0, background=True)
     with pytest.raises(ia.RateLimitExceeded, match="reserve"):
-        await budget.acquire(max_wait=0, background=True)
+        await BudgetHooks(budget).acquire(max_wait=0, background=True)
     assert budget.available_now(background=True) == 0
     for _ in range(3):
         await spend(budget, max_wait=0)  # interactive calls still go
     with pytest.raises(ia.RateLimitExceeded):
-        await budget.acquire(max_wait=0)
+        await BudgetHooks(budget).acquire(max_wait=0)
 
 
 @virtual_time
@@ -230,3 +231,27 @@ def test_a_client_as_fast_as_it_can_stays_within_the_hourly_limit() -> None:
         assert len(inside) >= 0.98 * 3 * 350
 
     virtual_time(scenario)()
+
+
+@pytest.mark.parametrize("rule", ["fixed", "sliding"])
+def test_a_burst_on_one_timestamp_uses_the_whole_hour(rule: WindowRule) -> None:
+    """Under a coarse clock every request of a burst has the same take time: those count as
+    counted before the one settled, or the server's remaining would hold half the hour."""
+
+    async def scenario() -> int:
+        loop = asyncio.get_running_loop()
+        window = RequestWindow(loop.time, limit=350, period=HOUR, rule=rule)
+        hooks = BudgetHooks(RateBudget(limit=350, period=HOUR))
+        start = loop.time()
+        sent = 0
+        while True:
+            permit = await hooks.acquire(max_wait=None)
+            if loop.time() - start >= 3 * HOUR:
+                return sent
+            if window.take():  # answered at once: no time passes within a burst
+                sent += 1
+                await hooks.observe(permit, limit=350, remaining=window.remaining)
+            else:
+                await hooks.exhausted(permit)
+
+    assert run_virtual(scenario) == 3 * 350

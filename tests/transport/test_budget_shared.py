@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import Permit
+from invoicing_async._budget.budget import BudgetHooks, Permit
+from invoicing_async._budget.sqlite import SQLiteBudgetStore
 from invoicing_async._budget.stores import MemoryBudgetStore
 from tests.servers import POSTGRES, REDIS
 
@@ -52,8 +53,8 @@ async def make_budget(shared_url: str) -> AsyncIterator[Callable[..., ia.RateBud
 
 
 async def spend(budget: ia.RateBudget, **kwargs: object) -> Permit:
-    permit = await budget.acquire(max_wait=0, **kwargs)  # type: ignore[arg-type]
-    await budget.observe(permit, limit=None, remaining=None)
+    permit = await BudgetHooks(budget).acquire(max_wait=0, **kwargs)  # type: ignore[arg-type]
+    await BudgetHooks(budget).observe(permit, limit=None, remaining=None)
     return permit
 
 
@@ -64,7 +65,7 @@ async def test_the_whole_limit_at_once_then_refused_for_about_an_hour(
     for _ in range(20):
         await spend(budget)
     with pytest.raises(ia.RateLimitExceeded) as info:
-        await budget.acquire(max_wait=10)
+        await BudgetHooks(budget).acquire(max_wait=10)
     assert info.value.retry_after == pytest.approx(HOUR, abs=5)
     assert budget.shared
     assert (await budget.refresh()).used_in_period == 20
@@ -87,23 +88,23 @@ async def test_processes_share_the_units_and_a_restart_keeps_them(
 
 async def test_a_unit_that_never_left_comes_back(make_budget: Callable[..., ia.RateBudget]) -> None:
     budget = make_budget(limit=2)
-    permit = await budget.acquire(max_wait=0)
-    await budget.settle(permit, sent=False)
+    permit = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).settle(permit, sent=False)
     await spend(budget)
     await spend(budget)
     with pytest.raises(ia.RateLimitExceeded):
-        await budget.acquire(max_wait=0)
+        await BudgetHooks(budget).acquire(max_wait=0)
 
 
 async def test_a_refusal_for_the_budget_stops_every_process(
     make_budget: Callable[..., ia.RateBudget],
 ) -> None:
     web, batch = make_budget(limit=20), make_budget(limit=20)
-    permit = await batch.acquire(max_wait=0)
-    wait = await batch.exhausted(permit)
+    permit = await BudgetHooks(batch).acquire(max_wait=0)
+    wait = await BudgetHooks(batch).exhausted(permit)
     assert 0 < wait <= HOUR + 5
     with pytest.raises(ia.RateLimitExceeded):
-        await web.acquire(max_wait=0)
+        await BudgetHooks(web).acquire(max_wait=0)
     snap = await web.refresh()
     assert (snap.remaining, snap.used_in_period, snap.held_for_others) == (0, 1, 19)
 
@@ -112,12 +113,12 @@ async def test_the_servers_word_holds_units_and_hands_them_back(
     make_budget: Callable[..., ia.RateBudget],
 ) -> None:
     budget = make_budget(limit=20)
-    permit = await budget.acquire(max_wait=0)
-    await budget.observe(permit, limit=20, remaining=5)
+    permit = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).observe(permit, limit=20, remaining=5)
     snap = await budget.refresh()
     assert (snap.remaining, snap.held_for_others) == (5, 14)
-    later = await budget.acquire(max_wait=0)
-    await budget.observe(later, limit=20, remaining=10)
+    later = await BudgetHooks(budget).acquire(max_wait=0)
+    await BudgetHooks(budget).observe(later, limit=20, remaining=10)
     assert (await budget.refresh()).remaining == 10
 
 
@@ -128,11 +129,11 @@ async def test_background_work_stops_short_of_the_reserve(
     for _ in range(6):
         await spend(sync, background=True)
     with pytest.raises(ia.RateLimitExceeded, match="reserve"):
-        await sync.acquire(max_wait=0, background=True)
+        await BudgetHooks(sync).acquire(max_wait=0, background=True)
     for _ in range(4):
         await spend(web)
     with pytest.raises(ia.RateLimitExceeded):
-        await web.acquire(max_wait=0)
+        await BudgetHooks(web).acquire(max_wait=0)
 
 
 async def test_many_concurrent_takers_never_get_more_than_the_limit(
@@ -144,7 +145,7 @@ async def test_many_concurrent_takers_never_get_more_than_the_limit(
         taken = 0
         while True:
             try:
-                await budget.acquire(max_wait=0)
+                await BudgetHooks(budget).acquire(max_wait=0)
             except ia.RateLimitExceeded:
                 return taken
             taken += 1
@@ -170,7 +171,7 @@ async def test_every_store_follows_the_in_process_rule(
             got: list[Permit | None] = []
             for budget in (reference, shared):
                 try:
-                    got.append(await budget.acquire(max_wait=0, background=background))
+                    got.append(await BudgetHooks(budget).acquire(max_wait=0, background=background))
                 except ia.RateLimitExceeded:
                     got.append(None)
             assert (got[0] is None) == (got[1] is None), step
@@ -181,11 +182,11 @@ async def test_every_store_follows_the_in_process_rule(
             sent = rng.random() < 0.9
             remaining = rng.choice([None, None, 0, 1, 3, 8, 15, 20])
             if not sent:
-                await reference.settle(ref_permit, sent=False)
-                await shared.settle(shared_permit, sent=False)
+                await BudgetHooks(reference).settle(ref_permit, sent=False)
+                await BudgetHooks(shared).settle(shared_permit, sent=False)
             else:
-                await reference.observe(ref_permit, limit=20, remaining=remaining)
-                await shared.observe(shared_permit, limit=20, remaining=remaining)
+                await BudgetHooks(reference).observe(ref_permit, limit=20, remaining=remaining)
+                await BudgetHooks(shared).observe(shared_permit, limit=20, remaining=remaining)
         ref, got_snap = reference.snapshot(), await shared.refresh()
         assert (got_snap.remaining, got_snap.used_in_period, got_snap.held_for_others) == (
             ref.remaining,
@@ -211,7 +212,7 @@ async def test_a_frozen_or_missing_server_fails_closed_in_bounded_time(
         budget = ia.RateBudget(shared=f"{scheme}127.0.0.1:{port}/0", key="acme", store_timeout=1)
         started = time.monotonic()
         with pytest.raises(ia.BudgetUnavailableError, match="the request was not sent"):
-            await budget.acquire(max_wait=None)
+            await BudgetHooks(budget).acquire(max_wait=None)
         assert time.monotonic() - started < 5
         await budget.close()
 
@@ -225,7 +226,7 @@ async def test_a_locked_sqlite_file_fails_closed_in_bounded_time(tmp_path: Path)
     try:
         started = time.monotonic()
         with pytest.raises(ia.BudgetUnavailableError, match=r"budget\.db.*not sent"):
-            await budget.acquire(max_wait=None)
+            await BudgetHooks(budget).acquire(max_wait=None)
         assert time.monotonic() - started < 3
     finally:
         holder.execute("ROLLBACK")
@@ -258,3 +259,55 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def test_a_process_whose_clock_runs_ahead_lets_no_unit_back_early(tmp_path: Path) -> None:
+    """Two processes on one SQLite file, the second one's clock 2 s ahead: within the
+    4 s window of the first one's units, it must not take more than the limit."""
+    true_time = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    slow = SQLiteBudgetStore(url, clock=lambda: true_time[0])
+    fast = SQLiteBudgetStore(url, clock=lambda: true_time[0] + 2.0)
+    first = ia.RateBudget(40, 4.0, key="acme", store=slow)
+    second = ia.RateBudget(40, 4.0, key="acme", store=fast)
+    for _ in range(40):
+        await spend(first)
+    true_time[0] += 2.5  # the second one's clock says 4.5 s: past the first units' return
+    granted = 0
+    for _ in range(40):
+        try:
+            await spend(second)
+            granted += 1
+        except ia.RateLimitExceeded:
+            pass
+    assert granted == 0
+    true_time[0] += 2.0  # 4.5 s on the first one's clock: their units came back
+    await spend(first)
+    await spend(second)  # and the file's time, which the first one moved, says so to all
+    await slow.close()
+    await fast.close()
+
+
+async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
+    tmp_path: Path,
+) -> None:
+    """Budget callers stuck behind a held lock must not delay unrelated `to_thread` work."""
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    budget = ia.RateBudget(shared=url, key="acme", store_timeout=2.0)
+    await spend(budget)
+    holder = sqlite3.connect(tmp_path / "budget.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        stuck = [
+            asyncio.ensure_future(BudgetHooks(budget).acquire(max_wait=None)) for _ in range(40)
+        ]
+        await asyncio.sleep(0.1)  # the takers are waiting on the file's lock
+        started = time.monotonic()
+        await asyncio.to_thread(lambda: None)
+        assert time.monotonic() - started < 0.5
+        results = await asyncio.gather(*stuck, return_exceptions=True)
+        assert all(isinstance(r, ia.BudgetUnavailableError) for r in results)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await budget.close()

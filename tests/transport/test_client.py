@@ -30,7 +30,7 @@ async def test_get_is_retried_after_500_and_each_try_spends_budget(
     async with scripted_client(scripted, on_request=events.append) as client:
         me = await client.current_session()
         assert me.id == 1
-        assert client.budget_snapshot().used_in_period == 3
+        assert client.budget.snapshot().used_in_period == 3
     assert [e.status for e in events] == [500, 500, 200]
     assert [e.attempt for e in events] == [1, 2, 3]
 

@@ -118,7 +118,7 @@ async def test_a_permission_403_does_not_stop_the_next_call() -> None:
             await client.current_session()
         me = await client.current_session()  # not refused locally for an hour
     assert me.email == "api-user@example.com"
-    assert client.budget_snapshot().server_remaining == 199
+    assert client.budget.snapshot().server_remaining == 199
 
 
 def test_a_deadline_bounds_the_whole_call_retries_included() -> None:

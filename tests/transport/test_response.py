@@ -7,6 +7,7 @@ from multidict import CIMultiDict
 
 import invoicing_async as ia
 from invoicing_async._transport.response import error_for, is_budget_refusal, rate_headers
+from invoicing_async.testing import MockSender, mock_response
 
 
 def err(status: int, body: bytes = b"", **headers: str) -> ia.HTTPStatusError | None:
@@ -109,3 +110,26 @@ def test_rate_headers_are_read_case_insensitively(
 ) -> None:
     got = rate_headers(CIMultiDict(headers))
     assert (got.limit, got.remaining) == expected
+
+
+@pytest.mark.parametrize("value", ["-5", "abc", "", "1.5", "0x10"])
+def test_a_remaining_that_is_no_count_is_unknown(value: str) -> None:
+    assert rate_headers(CIMultiDict({"X-RateLimit-Remaining": value})).remaining is None
+
+
+async def test_a_200_with_negative_remaining_leaves_the_budget_alone() -> None:
+    """A proxy's `-5` on a 200 once stopped the sync for two periods."""
+    sender = MockSender(
+        lambda request: mock_response(
+            200,
+            "<user><id type='integer'>1</id></user>",
+            {"X-RateLimit-Limit": "350", "X-RateLimit-Remaining": "-5"},
+        )
+    )
+    budget = ia.RateBudget()
+    async with ia.InvoicingClient(
+        "https://example.com", auth=ia.BasicAuth("u", "p"), budget=budget, sender=sender
+    ) as client:
+        await client.current_session()
+    assert budget.available_now() == 349
+    assert budget.snapshot().server_remaining is None

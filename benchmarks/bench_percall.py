@@ -1,0 +1,170 @@
+"""Client CPU per call of `client.invoices.get(id)` against the same request made with raw
+aiohttp (+ `json.loads(parse_float=Decimal)`, or `xmltodict.parse` for XML), while the
+budget's ledger holds 300, 3,000 and 30,000 units (issue #25's table).
+
+The fake service runs in its own process, so only the client's CPU is counted
+(`time.process_time`). 20 calls are in flight; each round runs the SDK and raw aiohttp in
+turn, and the figure is the median of the rounds.
+
+python -m benchmarks.bench_percall [--quick] [--profile]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import cProfile
+import json
+import pstats
+import ssl
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+
+import aiohttp
+import xmltodict
+
+import invoicing_async as ia
+from benchmarks.common import Result
+from benchmarks.server import FakeServerProcess
+from invoicing_async._budget.ledger import MemoryLedger, Unit
+from invoicing_async._budget.stores import MemoryBudgetStore
+
+#: (units held when the round ends, the budget's limit per hour) as in issue #25.
+CASES = [(300, 350), (3_000, 100_000), (30_000, 10_000_000)]
+CALLS = 300  # per round and side
+IN_FLIGHT = 20
+ROUNDS = 3
+TARGET = 1.3  # the SDK within 1.3x of raw aiohttp + json.loads
+
+
+def _prefilled_budget(limit: int, held: int) -> ia.RateBudget:
+    """A budget whose ledger already holds `held` units, each spent a moment ago."""
+    budget = ia.RateBudget(limit=limit)
+    store = budget._store  # noqa: SLF001 - a benchmark sets the ledger's state up directly
+    assert isinstance(store, MemoryBudgetStore)
+    now = store.now()
+    units = {f"r{i:016x}": Unit(f"r{i:016x}", now, now + budget.period) for i in range(held)}
+    store._ledgers["default"] = MemoryLedger(limit, budget.period, units)  # noqa: SLF001
+    budget.key = "default"
+    return budget
+
+
+async def _in_flight(count: int, call: Callable[[int], Awaitable[object]]) -> None:
+    """`count` calls, IN_FLIGHT at a time."""
+    queue = iter(range(count))
+
+    async def worker() -> None:
+        for i in queue:
+            await call(i)
+
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+
+
+async def _sdk_round(
+    server: FakeServerProcess,
+    fmt: str,
+    limit: int,
+    held: int,
+    profiler: cProfile.Profile | None = None,
+) -> float:
+    budget = _prefilled_budget(limit, held - CALLS)
+    async with server.client(format=fmt, budget=budget) as client:
+        await client.invoices.get(1)  # connect outside the timing
+        if profiler is not None:
+            profiler.enable()
+        start = time.process_time()
+        await _in_flight(CALLS - 1, lambda i: client.invoices.get(1 + i % 50))
+        spent = time.process_time() - start
+        if profiler is not None:
+            profiler.disable()
+    assert budget.snapshot().used_in_period == held, budget.snapshot()
+    return spent / (CALLS - 1) * 1e6
+
+
+async def _raw_round(server: FakeServerProcess, fmt: str) -> float:
+    context = ssl.create_default_context(cafile=str(server.ca))
+    accept = "application/json" if fmt == "json" else "application/xml"
+    parse: Callable[[bytes], object] = (
+        (lambda body: json.loads(body, parse_float=Decimal)) if fmt == "json" else xmltodict.parse
+    )
+    credentials = base64.b64encode(b"api-user:bench-pw").decode()
+    headers = {"Accept": accept, "Authorization": f"Basic {credentials}"}
+
+    async with aiohttp.ClientSession() as session:
+
+        async def get(i: int) -> None:
+            url = f"{server.base_url}/api/v1.0/invoices/{1 + i % 50}.{fmt}"
+            async with session.get(url, headers=headers, ssl=context) as resp:
+                body = await resp.read()
+                assert resp.status == 200, resp.status
+                parse(body)
+
+        await get(0)
+        start = time.process_time()
+        await _in_flight(CALLS - 1, get)
+        spent = time.process_time() - start
+    return spent / (CALLS - 1) * 1e6
+
+
+async def _case(
+    server: FakeServerProcess, fmt: str, held: int, limit: int, rounds: int
+) -> tuple[float, float]:
+    ours: list[float] = []
+    raw: list[float] = []
+    for _ in range(rounds):
+        raw.append(await _raw_round(server, fmt))
+        ours.append(await _sdk_round(server, fmt, limit, held))
+    return statistics.median(ours), statistics.median(raw)
+
+
+async def _all(rounds: int) -> list[Result]:
+    results = []
+    async with FakeServerProcess(invoices=50) as server:
+        await _raw_round(server, "json")  # warm up both sides once
+        for fmt in ("json", "xml"):
+            for held, limit in CASES:
+                ours, raw = await _case(server, fmt, held, limit, rounds)
+                results.append(
+                    Result(
+                        name=f"percall, invoices.get, {fmt.upper()}, {held:,} units held "
+                        f"(limit {limit:,}/h)",
+                        ours=round(ours, 1),
+                        baseline=round(raw, 1),
+                        unit="µs",
+                        target=TARGET,
+                        informational=fmt == "xml",
+                        note=f"raw aiohttp + "
+                        f"{'json.loads(parse_float=Decimal)' if fmt == 'json' else 'xmltodict'}"
+                        f"; {IN_FLIGHT} in flight; median of {rounds} rounds of {CALLS} calls",
+                    )
+                )
+    return results
+
+
+def run(rounds: int = ROUNDS) -> list[Result]:
+    return asyncio.run(_all(rounds))
+
+
+def _profile() -> None:
+    """cProfile (CPU time) of the SDK's calls at 30,000 units held, JSON: top by own time."""
+
+    async def main() -> None:
+        profiler = cProfile.Profile(time.process_time)
+        async with FakeServerProcess(invoices=50) as server:
+            for _ in range(3):
+                await _sdk_round(server, "json", 10_000_000, 30_000, profiler)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+    asyncio.run(main())
+
+
+if __name__ == "__main__":
+    if "--profile" in sys.argv:
+        _profile()
+    else:
+        from benchmarks.run import table
+
+        print(table(run(rounds=1 if "--quick" in sys.argv else ROUNDS)))
