@@ -1,18 +1,58 @@
-"""Shared fixtures: the fake service, clients of it in both formats, a scripted server."""
+"""Shared fixtures (the fake service, clients of it in both formats, a scripted server),
+the `servers` marker and the hypothesis profiles."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
-from tests.scripted import ScriptedServer
+from tests.scripted import ScriptedAPI
+
+# Example counts are the profile's: `dev` (small, the default) for local runs, `ci` (larger)
+# when CI=true; HYPOTHESIS_PROFILE names either one explicitly.
+settings.register_profile("dev", max_examples=10)
+settings.register_profile("ci", max_examples=500, print_blob=True)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if sys.version_info < (3, 11):
+        # 3.10's asyncio SSL layer drops the transport of a connection the peer cut (the
+        # fake's dropped and truncated responses) without closing it; 3.11 rewrote it.
+        for line in (
+            "ignore:unclosed transport <asyncio.sslproto._SSLProtocolTransport:ResourceWarning",
+            "ignore:Exception ignored in. <function _SSLProtocolTransport.__del__"
+            ":pytest.PytestUnraisableExceptionWarning",
+        ):
+            config.addinivalue_line("filterwarnings", line)
+
+
+SERVER_FIXTURES = frozenset({"postgres_server", "postgres_url", "redis_server", "redis_url"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `servers` every test that asks for PostgreSQL or Redis by fixture name.
+
+    Tests that reach a server through a parameter (`request.getfixturevalue`) carry the
+    mark on that parameter (`tests.servers.POSTGRES`, `REDIS`); the server fixtures refuse
+    a test without it, so none slips into the fast subset.
+    """
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.servers)
 
 
 @pytest.fixture(params=["xml", "json"])
@@ -58,8 +98,8 @@ def service_in_thread() -> Iterator[FakeInvoicingService]:
 
 
 @pytest.fixture
-async def scripted() -> AsyncIterator[ScriptedServer]:
-    async with ScriptedServer() as server:
+async def scripted() -> AsyncIterator[ScriptedAPI]:
+    async with ScriptedAPI() as server:
         yield server
 
 

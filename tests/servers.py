@@ -32,6 +32,8 @@ import attrs
 import pytest
 
 __all__ = [
+    "POSTGRES",
+    "REDIS",
     "PostgresServer",
     "RedisServer",
     "postgres_server",
@@ -43,6 +45,11 @@ __all__ = [
 
 START_TIMEOUT = 30.0
 
+# Backend parameters that reach a server through `request.getfixturevalue`: marked, since
+# the collection hook (tests/conftest.py) only sees fixtures requested by name.
+POSTGRES = pytest.param("postgres", marks=pytest.mark.servers)
+REDIS = pytest.param("redis", marks=pytest.mark.servers)
+
 
 class ServerUnavailable(Exception):
     """The server could not be started here (message says why)."""
@@ -53,6 +60,17 @@ def require_server(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true and {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_servers_mark(request: pytest.FixtureRequest) -> None:
+    """A test that reaches a server must be marked `servers`, or the fast subset
+    (`-m "not servers"`) would start one."""
+    if request.node.get_closest_marker("servers") is None:
+        pytest.fail(
+            f"{request.node.nodeid} reaches a server without the `servers` mark: "
+            "parametrize with tests.servers.POSTGRES / REDIS",
+            pytrace=False,
+        )
 
 
 def free_port() -> int:
@@ -210,10 +228,11 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+def postgres_url(postgres_server: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
     """A new, empty database for this test; dropped afterwards."""
     import psycopg
 
+    require_servers_mark(request)
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -288,10 +307,11 @@ _redis_dbs = iter(range(1, 256))
 
 
 @pytest.fixture
-def redis_url(redis_server: RedisServer) -> str:
+def redis_url(redis_server: RedisServer, request: pytest.FixtureRequest) -> str:
     """A database number of its own for this test (255 per session; then reused, flushed)."""
     import redis
 
+    require_servers_mark(request)
     db = next(_redis_dbs, 0)
     client = redis.Redis(port=redis_server.port, db=db)
     try:

@@ -28,6 +28,8 @@ import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
 from tests.conftest import running_in_thread
 
+pytestmark = pytest.mark.slow  # every example of the docs, run whole
+
 ROOT = Path(__file__).parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MARKER = "<!-- example: "

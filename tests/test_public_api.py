@@ -6,6 +6,8 @@ import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 import invoicing_async as ia
 from invoicing_async import errors
 from invoicing_async import models as m
@@ -34,6 +36,7 @@ def test_error_names_and_hierarchy() -> None:
     assert m.FieldError("a", "b").attribute == "a"
 
 
+@pytest.mark.slow
 async def test_the_documented_walkthrough(tmp_path: Path) -> None:
     async with FakeInvoicingService(invoices=150, seed=9) as service:
         assert service.base_url.startswith("https://127.0.0.1:")

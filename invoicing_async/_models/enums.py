@@ -74,6 +74,9 @@ class FrequencyType(IntEnum):
     HALF_YEARLY = 4
     YEARLY = 5
 
+    def __str__(self) -> str:  # "2", as on Python 3.11+ (3.10 says "FrequencyType.MONTHLY")
+        return str(self.value)
+
 
 class InvoiceFilter(_StrEnum):
     """Named filters of the specification, plus those seen beyond it."""

@@ -89,11 +89,17 @@ class PushReceiver:
     # -- receiving ---------------------------------------------------------------------
 
     def authorized(self, *candidates: str | None) -> bool:
-        """True when one of the given strings is our secret (compared in constant time)."""
+        """True when one of the given strings is our secret (compared in constant time).
+
+        Header bytes that are not UTF-8 reach us as surrogates (aiohttp): encoded as such,
+        they are simply not the secret, never an error.
+        """
         found = False
         for given in candidates:
             if given is not None:
-                found |= secrets.compare_digest(given.encode(), self._secret)
+                found |= secrets.compare_digest(
+                    given.encode("utf-8", "surrogatepass"), self._secret
+                )
         return found
 
     async def receive(

@@ -2,7 +2,7 @@
 
 Only the service's own http -> https upgrade on the same host and port is expected, so
 anything that would carry the Authorization header elsewhere is refused: another host,
-another port, a downgrade to http, a loop, too many hops.
+another port, a downgrade to http, credentials in the URL, a loop, too many hops.
 """
 
 from __future__ import annotations
@@ -51,6 +51,11 @@ def next_hop(
     if len(seen) > MAX_REDIRECTS:
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
     target = url.join(URL(location))
+    if target.user is not None or target.password is not None:
+        raise RedirectError(
+            f"{method} {url} redirected to a URL with credentials in it "
+            f"({target.with_user(None)}); not followed"
+        )
     if (target.host or "").lower() != (url.host or "").lower():
         raise RedirectError(
             f"{method} {url} redirected to another host ({target.host}); "

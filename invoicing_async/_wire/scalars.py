@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 from decimal import Decimal, InvalidOperation
 
 from invoicing_async.errors import DecodeError
@@ -13,6 +14,7 @@ _FALSE = frozenset({"false", "0", "f", "no", ""})
 # Larger numbers than this are no real money or id and would let a hostile body make
 # int() or Decimal arithmetic spend unbounded CPU.
 MAX_NUMBER_CHARS = 200
+_FRACTION = re.compile(r"[.,]([0-9]+)")
 # No amount or rate is beyond 10**100 or below 10**-100; `1e99999999999` would be a
 # 100-gigabyte number the moment anything formats it.
 MAX_DECIMAL_EXPONENT = 100
@@ -134,6 +136,9 @@ def parse_datetime(text: str) -> dt.datetime:
     text = text.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
+    # Fractions of any length, cut to microseconds as Python 3.11+ does: 3.10's
+    # fromisoformat takes exactly 3 or 6 digits.
+    text = _FRACTION.sub(lambda m: "." + (m.group(1) + "00000")[:6], text, count=1)
     try:
         value = dt.datetime.fromisoformat(text)
     except ValueError:

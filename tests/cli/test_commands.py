@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -45,14 +46,12 @@ async def test_demo_runs_and_reports_minimal_costs(tmp_path: Path) -> None:
     assert code == 0, out
     assert "requests   6" in out  # 1 list + 5 batches for 450 invoices
     assert "Requests: first sync 6 (minimum 6), second 2 (minimum 2), third 1 (minimum 1)" in out
-    rows = (
-        sqlite3.connect(tmp_path / "d.db")
-        .execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL")
-        .fetchone()
-    )
+    with contextlib.closing(sqlite3.connect(tmp_path / "d.db")) as db:
+        rows = db.execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL").fetchone()
     assert rows == (446,)  # 450 - 5 deleted + 1 created
 
 
+@pytest.mark.slow
 async def test_sync_command_with_password_from_the_environment(tmp_path: Path) -> None:
     async with FakeInvoicingService(invoices=120, seed=3) as service:
         ca = tmp_path / "ca.pem"
@@ -111,6 +110,7 @@ async def test_sync_stopped_by_the_budget_at_the_sync_list_exits_3(tmp_path: Pat
         assert "Traceback" not in err
 
 
+@pytest.mark.slow
 async def test_syncs_sharing_a_budget_stop_before_the_server_refuses(tmp_path: Path) -> None:
     """Two runs, one `--budget` file: the second knows the hour is spent without asking."""
     async with FakeInvoicingService(invoices=1000, seed=3, limit=8) as service:
@@ -169,6 +169,7 @@ async def test_sync_into_a_corrupt_database_prints_one_line(tmp_path: Path) -> N
     assert db.read_bytes() == b"not a database" * 500
 
 
+@pytest.mark.slow
 async def test_sync_command_takes_oauth1_credentials_from_the_environment(tmp_path: Path) -> None:
     async with FakeInvoicingService(invoices=3, seed=3) as service:
         ca = tmp_path / "ca.pem"

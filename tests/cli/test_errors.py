@@ -10,8 +10,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from invoicing_async._cli import _parser
 from invoicing_async.testing import FakeInvoicingService
+
+pytestmark = pytest.mark.slow  # the command line in processes of its own
 
 ROOT = Path(__file__).parents[2]
 ENV = {"INVOICING_PASSWORD": "pw-not-used"}

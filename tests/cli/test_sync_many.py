@@ -66,6 +66,7 @@ def write_accounts(
     return path, env
 
 
+@pytest.mark.slow
 async def test_syncs_every_account_at_minimal_cost_then_only_lists(
     tmp_path: Path, services: list[FakeInvoicingService]
 ) -> None:

@@ -21,6 +21,8 @@ from invoicing_async.contrib.dlt import invoicing_source
 from invoicing_async.models import InvoicePayment
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 
+pytestmark = pytest.mark.slow  # dlt pipelines on DuckDB, seconds each
+
 INVOICES = 250
 
 

@@ -364,7 +364,13 @@ async def test_a_killed_workers_account_is_synced_after_restart(
         migrated, "SELECT status FROM procrastinate_jobs WHERE task_name = %s", (SYNC_TASK,)
     ) == [("doing",)]
     service.account.faults.latency = 0.0
-    await asyncio.sleep(2.5)  # the killed worker's heartbeat grows stale
+    # The killed worker's heartbeat grows stale: an hour passes, for its row.
+    aged = query(
+        migrated,
+        "UPDATE procrastinate_workers SET last_heartbeat = last_heartbeat - interval '1 hour'"
+        " RETURNING id",
+    )
+    assert len(aged) == 1
     second = await worker_process(migrated, "--until-idle")
     out, err = await asyncio.wait_for(second.communicate(), 60)
     assert second.returncode == 0, err.decode()

@@ -32,7 +32,7 @@ ALL_MODELS = [
     RecurringTemplateDetail,
     CurrentSession,
 ]
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def writable_only(model: Any) -> Any:

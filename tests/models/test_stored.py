@@ -147,11 +147,7 @@ def member_tree(invoice: Invoice, data: st.DataObject) -> Any:
     return {"invoice": inner}
 
 
-@settings(
-    max_examples=400,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(models(Invoice, extra=False), min_size=1, max_size=3), st.data())
 def test_any_reply_reads_as_the_converter_reads_it(
     invoices: list[Invoice], data: st.DataObject
@@ -222,7 +218,7 @@ LOOSE_DATETIMES = st.from_regex(
 )
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(deadline=None)
 @given(LOOSE_DATETIMES | st.text(max_size=30) | st.datetimes().map(str))
 @example("2024-01-01T10:00:00.9999999Z")
 @example("0001-01-01T00:00:00+01:00")

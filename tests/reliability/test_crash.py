@@ -13,6 +13,7 @@ import pytest
 from invoicing_async.sync import SyncEngine, plan_sync
 from invoicing_async.testing import FakeInvoicingService
 from tests.reliability.sync_child import open_store
+from tests.servers import POSTGRES
 
 INVOICES = 1200
 KILLS = 50
@@ -47,7 +48,7 @@ async def needed(service: FakeInvoicingService, db: str) -> int:
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", POSTGRES])
 async def test_sigkill_at_random_points_converges(
     tmp_path: Path, record: list[dict[str, object]], backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -21,8 +21,13 @@ from invoicing_async.testing import FakeInvoicingService
 
 pytestmark = pytest.mark.reliability
 
-# A generous deadline: a hang fails, a slow shared CI machine does not.
-FUZZ = settings(max_examples=1500, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+# A fuzz campaign: three times the profile's example count (tests/conftest.py). A generous
+# deadline: a hang fails, a slow shared CI machine does not.
+FUZZ = settings(
+    max_examples=3 * settings().max_examples,
+    deadline=5000,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 SAMPLE = FakeInvoicingService(invoices=3, seed=4)
 VALID = {
     fmt: dump_list(list(SAMPLE.account.invoices.values()), fmt, Invoice) for fmt in ("xml", "json")

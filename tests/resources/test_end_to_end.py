@@ -26,6 +26,7 @@ def new_invoice(**changes: object) -> m.Invoice:
     )
 
 
+@pytest.mark.slow
 async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoicingService) -> None:
     created = await client.invoices.create(new_invoice())
     assert created.state == m.InvoiceState.DRAFT
@@ -102,6 +103,7 @@ async def test_invoice_lifecycle(client: ia.InvoicingClient, service: FakeInvoic
     assert await client.invoices.sync_list_ids() == []
 
 
+@pytest.mark.slow
 async def test_recurring_templates(client: ia.InvoicingClient) -> None:
     template = await client.recurring_templates.create(
         m.RecurringTemplate(

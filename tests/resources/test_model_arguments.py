@@ -15,7 +15,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._models.payloads import dump_list, dump_model
-from tests.scripted import ScriptedServer
+from tests.scripted import ScriptedAPI
 
 API = "/api/v1.0"
 INVOICE = m.Invoice(id=42, state="open", contact_id=7)
@@ -79,7 +79,7 @@ TEMPLATE_CALLS: list[tuple[str, Call, str, str]] = [
 ]
 
 
-def client_of(server: ScriptedServer) -> ia.InvoicingClient:
+def client_of(server: ScriptedAPI) -> ia.InvoicingClient:
     return ia.InvoicingClient(
         server.url,
         auth=ia.BasicAuth("api-user", "s3cret-pw"),
@@ -100,7 +100,7 @@ def answer(path: str) -> bytes:
     ids=[c[0] for c in CALLS + TEMPLATE_CALLS],
 )
 async def test_the_model_and_its_id_name_the_same_resource(
-    scripted: ScriptedServer, name: str, call: Call, method: str, path: str, model: m.Model
+    scripted: ScriptedAPI, name: str, call: Call, method: str, path: str, model: m.Model
 ) -> None:
     scripted.reply(method, API + path, 200, answer(path), times=2)
     async with client_of(scripted) as client:
@@ -118,7 +118,7 @@ async def test_the_model_and_its_id_name_the_same_resource(
     ids=[c[0] for c in CALLS + TEMPLATE_CALLS],
 )
 async def test_a_model_without_id_is_refused_before_sending(
-    scripted: ScriptedServer, name: str, call: Call, model: m.Model
+    scripted: ScriptedAPI, name: str, call: Call, model: m.Model
 ) -> None:
     async with client_of(scripted) as client:
         with pytest.raises(ValueError, match=f"this {type(model).__name__} has no id"):
@@ -127,7 +127,7 @@ async def test_a_model_without_id_is_refused_before_sending(
     assert scripted.seen == []
 
 
-async def test_something_else_is_a_type_error(scripted: ScriptedServer) -> None:
+async def test_something_else_is_a_type_error(scripted: ScriptedAPI) -> None:
     async with client_of(scripted) as client:
         with pytest.raises(
             TypeError, match=r"expected Invoice or an id \(int\), got InvoicePayment"
@@ -137,7 +137,7 @@ async def test_something_else_is_a_type_error(scripted: ScriptedServer) -> None:
 
 
 async def test_update_accepts_the_attributes_named_like_its_argument(
-    scripted: ScriptedServer,
+    scripted: ScriptedAPI,
 ) -> None:
     """`invoice_id` is an attribute of invoices (their number) and `template_id` one of
     templates: the id argument is positional so that both can be changed."""

@@ -64,6 +64,7 @@ async def client_of(thousand: FakeInvoicingService, fmt: str) -> AsyncIterator[i
         yield client
 
 
+@pytest.mark.slow
 async def test_listing_a_thousand_invoices_does_not_hold_up_the_loop(
     client_of: ia.InvoicingClient,
 ) -> None:

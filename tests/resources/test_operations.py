@@ -20,14 +20,14 @@ from invoicing_async import models as m
 from invoicing_async._models.documents import dump_list, dump_model, dump_sync_entries
 from invoicing_async._wire.json import decode_json
 from invoicing_async._wire.xml import decode_xml
-from tests.memory_api import MemoryAPI, memory_client
+from tests.scripted import ScriptedAPI, scripted_client
 
 API = "/api/v1.0"
 
 
 @pytest.fixture
-def api() -> MemoryAPI:
-    return MemoryAPI()
+def api() -> ScriptedAPI:
+    return ScriptedAPI()
 
 
 INVOICE = m.Invoice(
@@ -380,14 +380,14 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_operation(api: MemoryAPI, fmt: str, case: Case) -> None:
+async def test_operation(api: ScriptedAPI, fmt: str, case: Case) -> None:
     api.reply(
         case.method,
         API + case.path.replace("%2F", "/").replace("%20", " "),
         case.reply_status,
         case.reply(fmt),
     )
-    async with memory_client(api, fmt) as client:
+    async with scripted_client(api, fmt) as client:
         result = await case.call(client)
     assert case.check(result), result
     (seen,) = api.seen
@@ -407,19 +407,19 @@ async def test_operation(api: MemoryAPI, fmt: str, case: Case) -> None:
         assert (root, body) == (expected_root, expected)
 
 
-async def test_get_by_number_escapes_the_path(api: MemoryAPI) -> None:
+async def test_get_by_number_escapes_the_path(api: ScriptedAPI) -> None:
     api.reply("GET", API + "/invoices/invoice_id/2014/0096 x.xml", 200, doc(INVOICE)("xml"))
-    async with memory_client(api) as client:
+    async with scripted_client(api) as client:
         await client.invoices.get_by_invoice_id("2014/0096 x")
     # The slash stays escaped: one path segment, not two.
     assert api.seen[0].raw_path == API + "/invoices/invoice_id/2014%2F0096%20x.xml"
 
 
-async def test_sync_fetch_sends_at_most_100_ids_a_request(api: MemoryAPI, fmt: str) -> None:
+async def test_sync_fetch_sends_at_most_100_ids_a_request(api: ScriptedAPI, fmt: str) -> None:
     path = API + "/invoices/sync_fetch_ids.xml"
     for _ in range(3):
         api.reply("POST", path, 200, dump_list([INVOICE], fmt, m.Invoice))  # type: ignore[arg-type]
-    async with memory_client(api, fmt) as client:
+    async with scripted_client(api, fmt) as client:
         result = await client.invoices.sync_fetch_ids(list(range(250)) + list(range(50)))
     assert len(result) == 3
     sizes = []
@@ -428,17 +428,17 @@ async def test_sync_fetch_sends_at_most_100_ids_a_request(api: MemoryAPI, fmt: s
         ids = body["ids"]["id"] if fmt == "xml" else body["ids"]
         sizes.append(len(ids))
     assert sizes == [100, 100, 50]
-    async with memory_client(api, fmt) as client:
+    async with scripted_client(api, fmt) as client:
         assert await client.invoices.sync_fetch_ids([]) == []
     assert len(api.seen) == 3  # no ids, no request
 
 
-async def test_create_without_body_follows_location(api: MemoryAPI) -> None:
+async def test_create_without_body_follows_location(api: ScriptedAPI) -> None:
     api.reply(
         "POST", API + "/invoices.xml", 201, b"", {"Location": "https://x/api/v1.0/invoices/42.xml"}
     )
     api.reply("GET", API + "/invoices/42.xml", 200, doc(INVOICE)("xml"))
-    async with memory_client(api) as client:
+    async with scripted_client(api) as client:
         created = await client.invoices.create(
             m.Invoice(contact_id=7, details=[m.InvoiceDetail(description="W", tax_rate_id=1)])
         )
@@ -528,9 +528,9 @@ VALIDATION_CASES = [
     ("name", "call", "attribute"), VALIDATION_CASES, ids=[v[0] for v in VALIDATION_CASES]
 )
 async def test_client_side_validation_spends_no_request(
-    api: MemoryAPI, name: str, call: Any, attribute: str
+    api: ScriptedAPI, name: str, call: Any, attribute: str
 ) -> None:
-    async with memory_client(api) as client:
+    async with scripted_client(api) as client:
         with pytest.raises(ia.ValidationError) as info:
             await call(client)
         assert client.budget.snapshot().used_in_period == 0
@@ -540,22 +540,22 @@ async def test_client_side_validation_spends_no_request(
     assert api.seen == []
 
 
-async def test_validation_can_be_skipped(api: MemoryAPI) -> None:
+async def test_validation_can_be_skipped(api: ScriptedAPI) -> None:
     api.reply(
         "POST",
         API + "/invoices.xml",
         422,
         b"<errors><error><attribute>details</attribute><message>should contain at least one line</message></error></errors>",
     )
-    async with memory_client(api, validate=False) as client:
+    async with scripted_client(api, validate=False) as client:
         with pytest.raises(ia.ValidationError) as info:
             await client.invoices.create(m.Invoice(contact_id=7))
     assert info.value.status == 422
     assert info.value.errors == [ia.FieldError("details", "should contain at least one line")]
 
 
-async def test_update_refuses_unknown_and_read_only_names(api: MemoryAPI) -> None:
-    async with memory_client(api) as client:
+async def test_update_refuses_unknown_and_read_only_names(api: ScriptedAPI) -> None:
+    async with scripted_client(api) as client:
         with pytest.raises(TypeError, match="po_nmber"):
             await client.invoices.update(1, po_nmber="x")
         with pytest.raises(ValueError, match="read-only"):

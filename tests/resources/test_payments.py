@@ -15,7 +15,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._models.payloads import Format, dump_model
-from tests.scripted import ScriptedServer
+from tests.scripted import ScriptedAPI
 
 API = "/api/v1.0"
 PAID = m.Invoice(
@@ -36,7 +36,7 @@ PAYMENT = m.InvoicePayment(
 FORMATS: list[Format] = ["xml", "json"]
 
 
-def client_of(server: ScriptedServer, fmt: Format) -> ia.InvoicingClient:
+def client_of(server: ScriptedAPI, fmt: Format) -> ia.InvoicingClient:
     return ia.InvoicingClient(
         server.url,
         auth=ia.BasicAuth("api-user", "s3cret-pw"),
@@ -52,7 +52,7 @@ def document(model: m.Model, fmt: Format) -> bytes:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 async def test_an_invoice_answer_is_returned_without_another_request(
-    scripted: ScriptedServer, fmt: Format
+    scripted: ScriptedAPI, fmt: Format
 ) -> None:
     scripted.reply("POST", API + "/invoices/42/payments.xml", 201, document(PAID, fmt))
     async with client_of(scripted, fmt) as client:
@@ -79,7 +79,7 @@ ANSWERS_WITHOUT_THE_INVOICE = [
     ids=[f"{fmt}-{shape}" for fmt, shape, _ in ANSWERS_WITHOUT_THE_INVOICE],
 )
 async def test_other_answers_fetch_the_invoice_once(
-    scripted: ScriptedServer, fmt: Format, shape: str, body: bytes
+    scripted: ScriptedAPI, fmt: Format, shape: str, body: bytes
 ) -> None:
     scripted.reply("POST", API + "/invoices/42/payments.xml", 201, body)
     scripted.reply("GET", API + "/invoices/42.xml", 200, document(PAID, fmt))
@@ -98,7 +98,7 @@ async def test_other_answers_fetch_the_invoice_once(
     [("xml", b"<contact><id>1</id></contact>"), ("json", b'{"contact": {"id": 1}}')],
 )
 async def test_an_unexpected_document_is_a_decode_error(
-    scripted: ScriptedServer, fmt: Format, body: bytes
+    scripted: ScriptedAPI, fmt: Format, body: bytes
 ) -> None:
     scripted.reply("POST", API + "/invoices/42/payments.xml", 201, body)
     async with client_of(scripted, fmt) as client:
@@ -107,7 +107,7 @@ async def test_an_unexpected_document_is_a_decode_error(
     assert len(scripted.seen) == 1
 
 
-async def test_the_payment_is_sent_as_a_payment_document(scripted: ScriptedServer) -> None:
+async def test_the_payment_is_sent_as_a_payment_document(scripted: ScriptedAPI) -> None:
     scripted.reply("POST", API + "/invoices/42/payments.xml", 201, document(PAID, "json"))
     async with client_of(scripted, "json") as client:
         await client.invoices.register_payment(42, PAYMENT)

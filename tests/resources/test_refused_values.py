@@ -12,7 +12,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async.testing import FakeInvoicingService
-from tests.memory_api import MemoryAPI, memory_client
+from tests.scripted import ScriptedAPI, scripted_client
 
 Call = Callable[[ia.InvoicingClient], Awaitable[Any]]
 
@@ -68,8 +68,8 @@ CASES: list[tuple[str, Call, str, str]] = [
 
 @pytest.mark.parametrize(("name", "call", "where", "why"), CASES, ids=[c[0] for c in CASES])
 async def test_refused_before_sending(name: str, call: Call, where: str, why: str) -> None:
-    api = MemoryAPI()
-    async with memory_client(api, "xml") as client:
+    api = ScriptedAPI()
+    async with scripted_client(api, "xml") as client:
         with pytest.raises(ia.ValidationError) as info:
             await call(client)
     assert api.seen == []
@@ -80,9 +80,9 @@ async def test_refused_before_sending(name: str, call: Call, where: str, why: st
 
 
 async def test_control_characters_pass_in_json_but_surrogates_do_not() -> None:
-    api = MemoryAPI()
+    api = ScriptedAPI()
     api.reply("PUT", "/api/v1.0/invoices/1.xml", 200, b'{"invoice": {"id": 1}}')
-    async with memory_client(api, "json") as client:
+    async with scripted_client(api, "json") as client:
         await client.invoices.update(1, po_number="PO\x0b9")
         with pytest.raises(ia.ValidationError, match="surrogate"):
             await client.invoices.update(1, po_number="PO\udc009")

@@ -200,6 +200,7 @@ async def test_dry_run_lists_and_plans_but_writes_nothing(
         assert await store.pending() == {}
 
 
+@pytest.mark.slow
 async def test_budget_stop_is_clean_and_the_next_run_continues() -> None:
     async with FakeInvoicingService(invoices=1000, seed=10) as service:
         budget = ia.RateBudget(limit=5)

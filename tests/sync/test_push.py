@@ -15,6 +15,7 @@ from aiohttp import web
 from fastapi import FastAPI
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from yarl import URL
 
 import invoicing_async as ia
 from invoicing_async.sync import MemoryStore, PushReceiver, SyncEngine, follow_pushes
@@ -148,6 +149,27 @@ async def test_rejects_forged_malformed_and_oversized(
         assert receiver.rejected == 1
 
 
+@pytest.mark.parametrize("framework", ["aiohttp", "fastapi"])
+async def test_a_secret_header_that_is_not_utf8_is_refused(framework: str) -> None:
+    receiver = PushReceiver(SECRET)
+    body = b"invoice_id=5&state=paid"
+    path = b"/push" if framework == "aiohttp" else b"/push/"  # a mount's bare prefix redirects
+    async with receiver_served(framework, receiver) as url:
+        target = URL(url)
+        reader, writer = await asyncio.open_connection(target.host, target.port)
+        writer.write(
+            b"POST " + path + b" HTTP/1.1\r\nHost: push.test\r\n"
+            b"X-Push-Secret: \xff\xfe" + SECRET.encode() + b"\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+        )
+        status_line = await reader.readline()
+        writer.close()
+        await writer.wait_closed()
+    assert status_line.split()[1] == b"403", status_line
+    assert receiver.pending == {}
+
+
 async def test_a_flood_of_the_same_id_is_coalesced(
     receiver_post: tuple[PushReceiver, Poster],
 ) -> None:
@@ -216,6 +238,7 @@ async def receiver_served(framework: str, receiver: PushReceiver) -> AsyncIterat
         yield f"{base}/push/{SECRET}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", ["aiohttp", "fastapi"])
 async def test_pushes_from_the_service_are_fetched_in_one_batch(framework: str) -> None:
     receiver = PushReceiver(SECRET)

@@ -10,6 +10,7 @@ import pytest
 
 from invoicing_async import models as m
 from invoicing_async.sync import MemoryStore, PendingEntry, PostgresStore, SQLiteStore, Store
+from tests.servers import POSTGRES
 from tests.sync.documents import documents_of
 
 AT = dt.datetime(2014, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
@@ -19,7 +20,7 @@ def inv(ident: int, revision: int, po: str = "") -> m.Invoice:
     return m.Invoice(id=ident, revision=revision, po_number=po or f"r{revision}", state="open")
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", POSTGRES])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     made: Store
     if request.param == "memory":
@@ -113,7 +114,7 @@ async def test_documents_as_decoded_are_stored_and_read_back_as_the_models(
         assert await store.get(invoice.id) == invoice
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", POSTGRES])
 async def document_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """The stores that keep documents (`MemoryStore` keeps models: it is given those)."""
     made: Store

@@ -74,6 +74,7 @@ def test_every_change_is_seen(account: Account) -> None:
     assert ids[1] not in account.invoices
 
 
+@pytest.mark.slow
 def test_changes_within_one_second_are_each_seen(account: Account) -> None:
     created = draft(account)
     assert created.id is not None

@@ -25,6 +25,7 @@ async def oauth_service() -> AsyncIterator[FakeInvoicingService]:
         yield service
 
 
+@pytest.mark.slow
 async def test_oauth1_auth_end_to_end(oauth_service: FakeInvoicingService, fmt: str) -> None:
     service = oauth_service
     auth = service.oauth1_auth

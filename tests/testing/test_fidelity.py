@@ -22,6 +22,8 @@ from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.testing import FakeInvoicingService
 
+pytestmark = pytest.mark.slow  # 21 s of CPU for the module
+
 API = "/api/v1.0"
 HEADERS = {
     "xml": {"Accept": "application/xml", "Content-Type": "application/xml"},

@@ -41,6 +41,7 @@ async def test_a_short_list_keeps_its_content_length(
     assert body == dump_list(service.account.list_invoices(), "xml", Invoice)
 
 
+@pytest.mark.slow
 async def test_the_first_piece_goes_before_the_list_is_encoded(
     service: FakeInvoicingService, http: aiohttp.ClientSession
 ) -> None:

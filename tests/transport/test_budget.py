@@ -5,37 +5,18 @@ from __future__ import annotations
 import asyncio
 import bisect
 import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-import looptime
 import pytest
 
 import invoicing_async as ia
 from invoicing_async._budget.budget import BudgetHooks, Permit, RateBudget
 from invoicing_async._budget.stores import MemoryBudgetStore
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
-from tests.scripted import ScriptedServer, scripted_client
+from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
+from tests.virtual_time import run_virtual, virtual_time
 
 HOUR = 3600.0
-
-
-def virtual_time(test: Callable[[], Awaitable[Any]]) -> Callable[[], None]:
-    """Run an async test on its own looptime loop, whose clock jumps over every wait.
-
-    An explicit loop rather than looptime's pytest plugin: it cannot mix with the loops
-    of pytest-asyncio, and it is closed when the test ends.
-    """
-
-    def run() -> None:
-        loop = looptime.new_event_loop()
-        try:
-            loop.run_until_complete(test())
-        finally:
-            loop.close()
-
-    run.__name__ = test.__name__
-    return run
 
 
 def max_in_any_window(times: list[float], window: float) -> int:
@@ -233,11 +214,11 @@ def test_a_client_as_fast_as_it_can_stays_within_the_hourly_limit() -> None:
 
     async def scenario() -> None:
         sent: list[float] = []
-        async with ScriptedServer() as server:
+        async with ScriptedAPI() as server:
             loop = asyncio.get_running_loop()
             start = loop.time()
 
-            def answer(request: object, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+            def answer(_seen: Seen) -> Reply:
                 sent.append(loop.time() - start)
                 return 200, b"<user><id type='integer'>1</id></user>", {}
 
@@ -273,8 +254,4 @@ def test_a_burst_on_one_timestamp_uses_the_whole_hour(rule: WindowRule) -> None:
             else:
                 await hooks.exhausted(permit)
 
-    loop = looptime.new_event_loop()
-    try:
-        assert loop.run_until_complete(scenario()) == 3 * 350
-    finally:
-        loop.close()
+    assert run_virtual(scenario) == 3 * 350

@@ -10,13 +10,16 @@ from typing import Any
 import pytest
 
 from invoicing_async.testing import FakeInvoicingService
+from tests.servers import POSTGRES, REDIS
 from tests.transport.budget_child import run_children
+
+pytestmark = pytest.mark.slow  # processes of their own
 
 ROOT = Path(__file__).parents[2]
 LIMIT = 30
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
+@pytest.fixture(params=["sqlite", POSTGRES, REDIS])
 def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'budget.db'}"

@@ -23,9 +23,10 @@ import invoicing_async as ia
 from invoicing_async._budget.budget import BudgetHooks, Permit
 from invoicing_async._budget.sqlite import SQLiteBudgetStore
 from invoicing_async._budget.stores import MemoryBudgetStore
+from tests.servers import POSTGRES, REDIS
 
 HOUR = 3600.0
-BACKENDS = ["sqlite", "postgres", "redis"]
+BACKENDS = ["sqlite", POSTGRES, REDIS]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -16,6 +16,9 @@ import invoicing_async as ia
 from invoicing_async._budget.budget import BudgetHooks
 from tests.servers import ServerUnavailable, require_server, start_postgres, start_redis
 
+# PostgreSQL and Redis: the suite's, and servers of their own to freeze (SIGSTOP).
+pytestmark = pytest.mark.servers
+
 HOUR = 3600.0
 
 

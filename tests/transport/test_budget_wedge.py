@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-import looptime
 import pytest
 
 import invoicing_async as ia
 from invoicing_async._budget.budget import BudgetHooks
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
+from tests.virtual_time import run_virtual
 
 HOURS = 8
 HOUR = 3600.0
@@ -61,11 +61,7 @@ async def simulate(rule: WindowRule, clients: int) -> tuple[list[int], list[floa
 @pytest.mark.parametrize("rule", ["fixed", "sliding"])
 @pytest.mark.parametrize("clients", [1, 2])
 def test_no_wedge_over_many_hours(rule: WindowRule, clients: int) -> None:
-    loop = looptime.new_event_loop()
-    try:
-        per_hour, waits = loop.run_until_complete(simulate(rule, clients))
-    finally:
-        loop.close()
+    per_hour, waits = run_virtual(lambda: simulate(rule, clients))
     # Every hour requests go out again (no wedge), and never more than the server allows.
     assert all(n >= 1 for n in per_hour), per_hour
     assert all(n <= 5 for n in per_hour[1:]) or rule == "fixed", per_hour

@@ -10,20 +10,19 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from oauthlib.oauth1 import RequestValidator, SignatureOnlyEndpoint
 
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async.testing import FakeInvoicingService
-from tests.scripted import ScriptedServer, scripted_client
+from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
 
 SESSION = b"<user><id type='integer'>1</id><email>a@example.com</email></user>"
 PATH = "/api/v1.0/current_session.xml"
 
 
 async def test_get_is_retried_after_500_and_each_try_spends_budget(
-    scripted: ScriptedServer,
+    scripted: ScriptedAPI,
 ) -> None:
     scripted.reply("GET", PATH, 500, times=2)
     scripted.reply("GET", PATH, 200, SESSION)
@@ -36,7 +35,7 @@ async def test_get_is_retried_after_500_and_each_try_spends_budget(
     assert [e.attempt for e in events] == [1, 2, 3]
 
 
-async def test_retries_are_capped(scripted: ScriptedServer) -> None:
+async def test_retries_are_capped(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", PATH, 503, times=5)
     async with scripted_client(scripted) as client:
         with pytest.raises(ia.ServerError):
@@ -46,7 +45,7 @@ async def test_retries_are_capped(scripted: ScriptedServer) -> None:
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 async def test_post_is_never_retried_after_reaching_the_server(
-    scripted: ScriptedServer, status: int
+    scripted: ScriptedAPI, status: int
 ) -> None:
     scripted.reply("POST", "/api/v1.0/invoices/sync_fetch_ids.xml", status, times=3)
     async with scripted_client(scripted) as client:
@@ -56,7 +55,7 @@ async def test_post_is_never_retried_after_reaching_the_server(
 
 
 async def test_delete_is_retried_and_a_404_on_the_retry_means_done(
-    scripted: ScriptedServer,
+    scripted: ScriptedAPI,
 ) -> None:
     scripted.reply("DELETE", "/api/v1.0/invoices/4.xml", 502)
     scripted.reply("DELETE", "/api/v1.0/invoices/4.xml", 200)
@@ -73,7 +72,7 @@ async def test_delete_is_retried_and_a_404_on_the_retry_means_done(
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 async def test_a_put_answered_with_an_error_is_not_repeated(
-    scripted: ScriptedServer, status: int
+    scripted: ScriptedAPI, status: int
 ) -> None:
     scripted.reply("PUT", "/api/v1.0/invoices/4/send_reminder.xml", status)
     async with scripted_client(scripted) as client:
@@ -84,12 +83,12 @@ async def test_a_put_answered_with_an_error_is_not_repeated(
     assert len(scripted.seen) == 1  # one reminder, not two emails to the customer
 
 
-async def test_a_put_that_times_out_is_not_repeated(scripted: ScriptedServer) -> None:
-    async def slow(_request: object, _body: bytes) -> tuple[int, bytes, dict[str, str]]:
-        await asyncio.sleep(0.5)  # the service applies the change, then answers too late
+async def test_a_put_that_times_out_is_not_repeated(scripted: ScriptedAPI) -> None:
+    async def late(_seen: Seen) -> Reply:
+        await scripted.closing.wait()  # the service applies the change, then answers too late
         return 200, b"<invoice><id type='integer'>4</id></invoice>", {}
 
-    scripted.script("PUT", "/api/v1.0/invoices/4.xml", slow, times=3)
+    scripted.script("PUT", "/api/v1.0/invoices/4.xml", late, times=3)
     async with scripted_client(scripted, timeout=0.2) as client:
         with pytest.raises(ia.APITimeoutError):
             await client.invoices.update(
@@ -119,12 +118,12 @@ async def test_connection_refused_is_retried_even_for_post_and_wrapped() -> None
     assert len(events) == 3  # the POST never reached a server, so trying again is safe
 
 
-async def test_timeout_raises_api_timeout_error_with_cause(scripted: ScriptedServer) -> None:
-    async def slow(request: web.Request, body: bytes) -> tuple[int, bytes, dict[str, str]]:
-        await asyncio.sleep(2)
+async def test_timeout_raises_api_timeout_error_with_cause(scripted: ScriptedAPI) -> None:
+    async def late(_seen: Seen) -> Reply:
+        await scripted.closing.wait()  # after the client gave up
         return 200, SESSION, {}
 
-    scripted.script("GET", PATH, slow, times=2)
+    scripted.script("GET", PATH, late, times=2)
     async with scripted_client(
         scripted, timeout=0.2, retry=ia.RetryPolicy(attempts=2, base_delay=0, max_delay=0)
     ) as client:
@@ -136,7 +135,7 @@ async def test_timeout_raises_api_timeout_error_with_cause(scripted: ScriptedSer
 
 
 async def test_403_budget_raises_rate_limit_and_blocks_further_requests(
-    scripted: ScriptedServer,
+    scripted: ScriptedAPI,
 ) -> None:
     scripted.reply("GET", PATH, 403, b"Rate limit exceeded", {"X-RateLimit-Remaining": "0"})
     async with scripted_client(scripted, max_wait=5) as client:
@@ -151,7 +150,7 @@ async def test_403_budget_raises_rate_limit_and_blocks_further_requests(
     assert len(scripted.seen) == 1
 
 
-async def test_server_remaining_allows_exactly_that_many_more(scripted: ScriptedServer) -> None:
+async def test_server_remaining_allows_exactly_that_many_more(scripted: ScriptedAPI) -> None:
     for remaining in ("2", "1", "0"):
         scripted.reply("GET", PATH, 200, SESSION, {"X-RateLimit-Remaining": remaining})
     async with scripted_client(scripted, max_wait=0) as client:
@@ -175,7 +174,7 @@ def test_credentials_in_the_url_are_refused() -> None:
         ia.InvoicingClient("https://u:p@acme.example.com", auth=ia.BasicAuth("u", "p"))
 
 
-async def test_redirect_to_another_host_is_not_followed(scripted: ScriptedServer) -> None:
+async def test_redirect_to_another_host_is_not_followed(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", PATH, 302, b"", {"Location": "https://evil.example.net/steal"})
     async with scripted_client(scripted) as client:
         with pytest.raises(ia.RedirectError, match="another host"):
@@ -184,7 +183,7 @@ async def test_redirect_to_another_host_is_not_followed(scripted: ScriptedServer
 
 
 async def test_redirect_from_https_down_to_http_is_not_followed() -> None:
-    async with ScriptedServer(tls=True) as server:
+    async with ScriptedAPI(tls=True) as server:
         server.reply("GET", PATH, 302, b"", {"Location": f"http://127.0.0.1:{server.port}{PATH}"})
         async with scripted_client(server, ssl=server.client_ssl) as client:
             with pytest.raises(ia.RedirectError, match="insecure"):
@@ -192,7 +191,19 @@ async def test_redirect_from_https_down_to_http_is_not_followed() -> None:
         assert len(server.seen) == 1
 
 
-async def test_redirect_loop_is_an_error(scripted: ScriptedServer) -> None:
+async def test_redirect_to_a_url_with_credentials_is_not_followed(
+    scripted: ScriptedAPI,
+) -> None:
+    location = f"http://intruder:pw-in-url@127.0.0.1:{scripted.port}/api/v1.0/other.xml"
+    scripted.reply("GET", PATH, 302, b"", {"Location": location})
+    async with scripted_client(scripted) as client:
+        with pytest.raises(ia.RedirectError, match="credentials") as caught:
+            await client.current_session()
+    assert "pw-in-url" not in str(caught.value)
+    assert len(scripted.seen) == 1
+
+
+async def test_redirect_loop_is_an_error(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", PATH, 302, b"", {"Location": "/api/v1.0/other.xml"})
     scripted.reply("GET", "/api/v1.0/other.xml", 302, b"", {"Location": PATH})
     async with scripted_client(scripted) as client:
@@ -223,7 +234,7 @@ async def test_untrusted_certificate_is_an_error_not_retried() -> None:
         assert service.account.requests == []
 
 
-async def test_basic_auth_and_negotiation_headers(scripted: ScriptedServer, fmt: str) -> None:
+async def test_basic_auth_and_negotiation_headers(scripted: ScriptedAPI, fmt: str) -> None:
     scripted.reply("PUT", "/api/v1.0/invoices/1.xml", 200, b"")
     scripted.reply(
         "GET",
@@ -284,15 +295,13 @@ class _Validator(RequestValidator):
 
 
 @pytest.mark.parametrize("secret", ["token-secret", "wrong-secret"])
-async def test_oauth1_signature_verifies_with_oauthlib(
-    scripted: ScriptedServer, secret: str
-) -> None:
+async def test_oauth1_signature_verifies_with_oauthlib(scripted: ScriptedAPI, secret: str) -> None:
     endpoint = SignatureOnlyEndpoint(_Validator())
     verdicts: list[bool] = []
 
-    def check(request: web.Request, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+    def check(seen: Seen) -> Reply:
         valid, _ = endpoint.validate_request(
-            str(request.url), http_method=request.method, body=None, headers=dict(request.headers)
+            seen.url, http_method=seen.method, body=None, headers=seen.headers
         )
         verdicts.append(valid)
         return 200, SESSION, {}
@@ -307,7 +316,7 @@ async def test_oauth1_signature_verifies_with_oauthlib(
 
 
 async def test_secrets_never_in_repr_logs_or_errors(
-    scripted: ScriptedServer, caplog: pytest.LogCaptureFixture
+    scripted: ScriptedAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
     basic = ia.BasicAuth("api-user", "s3cret-pw")
     oauth = ia.OAuth1Auth("ck", "consumer-s3cret", "tok", "token-s3cret")
@@ -325,7 +334,7 @@ async def test_secrets_never_in_repr_logs_or_errors(
     assert f"GET {PATH} -> 401" in caplog.text
 
 
-async def test_response_size_is_bounded(scripted: ScriptedServer) -> None:
+async def test_response_size_is_bounded(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", PATH, 200, b"<user>" + b"x" * 5000 + b"</user>")
     async with scripted_client(scripted, max_response_bytes=1000) as client:
         with pytest.raises(ia.ResponseTooLargeError, match="max_response_bytes"):
@@ -333,7 +342,7 @@ async def test_response_size_is_bounded(scripted: ScriptedServer) -> None:
 
 
 async def test_a_large_body_is_joined_off_the_event_loop(
-    scripted: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    scripted: ScriptedAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Joining tens of megabytes of chunks held the loop up to ~60 ms; past a megabyte the
     join runs in a thread, and the body is the same."""
@@ -355,7 +364,7 @@ async def test_a_large_body_is_joined_off_the_event_loop(
         assert joined == [len(padded)]
 
 
-async def test_a_gzip_bomb_is_bounded_by_its_decompressed_size(scripted: ScriptedServer) -> None:
+async def test_a_gzip_bomb_is_bounded_by_its_decompressed_size(scripted: ScriptedAPI) -> None:
     """50 MB of zeros travel as ~50 KB; the bound counts what they inflate to."""
     inflated = b"<user>" + b"0" * 50_000_000 + b"</user>"
     bomb = gzip.compress(inflated, compresslevel=9)
@@ -366,7 +375,7 @@ async def test_a_gzip_bomb_is_bounded_by_its_decompressed_size(scripted: Scripte
             await client.current_session()
 
 
-async def test_borrowed_session_is_not_closed(scripted: ScriptedServer) -> None:
+async def test_borrowed_session_is_not_closed(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", PATH, 200, SESSION)
     async with aiohttp.ClientSession() as session:
         async with scripted_client(scripted, session=session) as client:
@@ -374,7 +383,7 @@ async def test_borrowed_session_is_not_closed(scripted: ScriptedServer) -> None:
         assert not session.closed
 
 
-async def test_owned_session_is_closed_and_lazy_use_works(scripted: ScriptedServer) -> None:
+async def test_owned_session_is_closed_and_lazy_use_works(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", PATH, 200, SESSION)
     client = scripted_client(scripted)
     await client.current_session()  # no `async with`: the session opens on first use
@@ -388,7 +397,7 @@ async def test_owned_session_is_closed_and_lazy_use_works(scripted: ScriptedServ
     assert client.requests_sent == 1
 
 
-async def test_api_prefix_is_configurable(scripted: ScriptedServer) -> None:
+async def test_api_prefix_is_configurable(scripted: ScriptedAPI) -> None:
     scripted.reply("GET", "/api/v2/current_session.xml", 200, SESSION)
     async with scripted_client(scripted, api_prefix="/api/v2") as client:
         await client.current_session()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
-import looptime
 import pytest
 
 import invoicing_async as ia
@@ -16,7 +14,8 @@ from invoicing_async.testing import (
     SendError,
     mock_response,
 )
-from tests.scripted import ScriptedServer, scripted_client
+from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
+from tests.virtual_time import run_virtual
 
 SESSION = b"<user><email>api-user@example.com</email><name>Api</name></user>"
 
@@ -126,9 +125,9 @@ def test_a_deadline_bounds_the_whole_call_retries_included() -> None:
     """A slow server (a slowloris): `timeout` per attempt, `deadline` for the whole call."""
 
     async def scenario() -> None:
-        async with ScriptedServer() as server:
+        async with ScriptedAPI() as server:
 
-            async def slow(request: object, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+            async def slow(_seen: Seen) -> Reply:
                 await asyncio.sleep(2.9)
                 return 200, SESSION, {}
 
@@ -162,11 +161,3 @@ def test_a_deadline_shorter_than_the_budget_wait_fails_at_once() -> None:
             assert loop.time() == start
 
     run_virtual(scenario)
-
-
-def run_virtual(scenario: Callable[[], Awaitable[None]]) -> None:
-    loop = looptime.new_event_loop()
-    try:
-        loop.run_until_complete(scenario())
-    finally:
-        loop.close()

@@ -27,6 +27,8 @@ from invoicing_async.testing import (
     mock_response,
 )
 
+pytestmark = pytest.mark.slow  # 15 s of CPU for the module
+
 RETRY = ia.RetryPolicy(attempts=3, base_delay=0.0, max_delay=0.0)
 LINE = m.InvoiceDetail(description="Work", price=Decimal("60.50"), tax_rate_id=1)
 

@@ -25,7 +25,7 @@ def _json_dumps(root: str, member: Any) -> bytes:
     ).encode("utf-8", "surrogatepass")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(models(Invoice), min_size=1, max_size=3))
 def test_decoded_xml_invoices_are_stored_as_json_dumps_wrote_them(
     invoices: list[Invoice],
@@ -59,7 +59,7 @@ TREES = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(st.dictionaries(st.text(), TREES, max_size=6))
 def test_any_decoded_value_is_written_as_json_dumps_wrote_it(member: dict[str, Any]) -> None:
     assert encode_document("invoice", member) == _json_dumps("invoice", member)

@@ -50,7 +50,7 @@ def general(body: bytes, monkeypatch: pytest.MonkeyPatch) -> Any:
         return read(body)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(members(), max_size=12))
 def test_any_sync_list_reads_as_the_general_reader_reads_it(listed: list[Any]) -> None:
     body = json.dumps(listed).encode()

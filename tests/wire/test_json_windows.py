@@ -58,7 +58,7 @@ def _both(
     return tuple(outcomes)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(MEMBERS, max_size=12), SPACE, st.integers(1, 40), st.data())
 def test_members_and_their_text_are_those_of_the_whole_text(
     members: list[Any], space: str, window: int, data: st.DataObject

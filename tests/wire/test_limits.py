@@ -46,6 +46,7 @@ def test_a_json_flood_is_refused_before_parsing() -> None:
         load_list(body, "json", m.Invoice)
 
 
+@pytest.mark.slow
 def test_an_xml_flood_is_refused_before_parsing() -> None:
     body = b'<invoices type="array">' + b"<i/>" * (MAX_ELEMENTS + 1) + b"</invoices>"
     assert len(gzip.compress(body, compresslevel=1)) < 200_000

@@ -20,7 +20,7 @@ from invoicing_async.errors import DecodeError
 from tests.wire.test_xml import RAILS_INVOICE
 from tests.wire.xmltodict_reference import reference_decode_xml, reference_members
 
-MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Attribute sets Rails writes, and the odd ones the decoder must still agree on.
 ATTRIBUTES = st.sampled_from(

@@ -15,7 +15,7 @@ from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import SyncEntry
 
-MANY = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Values and markup a hostile or odd body may hold where the usual one has digits.
 ODD_TEXT = st.sampled_from(
