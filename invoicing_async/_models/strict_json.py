@@ -13,18 +13,35 @@ not fit is no error: the converter reads it and decides.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
 from invoicing_async._models.base import Model
+from invoicing_async._models.converter import (
+    check_plain,
+    datetime_text,
+    decimal_text,
+    structure,
+)
 from invoicing_async._models.invoice import Invoice
-from invoicing_async._models.payloads import field_specs, read_keys
+from invoicing_async._models.payloads import field_specs, read_keys, snake_name
 from invoicing_async._wire.json import MEMBER_REFUSALS, decode_member
 from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, MAX_DEPTH
+from invoicing_async.errors import DecodeError
 
-__all__ = ["Columns", "checked_invoice", "invoice_columns", "struct_for"]
+__all__ = [
+    "Columns",
+    "checked_invoice",
+    "invoice_columns",
+    "member_tree",
+    "struct_for",
+    "structure_member",
+]
+
+M = TypeVar("M", bound=Model)
 
 _Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 # Plain decimal text: at most 60 digits either side of the point, so within the
@@ -76,20 +93,26 @@ def invoice_columns(invoice: Any) -> Columns:
 _INVOICE = struct_for(Invoice)
 
 
-def checked_invoice(raw: bytes) -> tuple[Columns, dict[str, Any]] | None:
-    """The columns and content of a sync-fetch member `{"invoice": {…}}` that the
-    converter is sure to read; None when it is not sure (the caller then lets the
-    converter read it).
+def member_tree(raw: bytes) -> Any:
+    """What `decode_json` reads of a text of at most `MAX_DEPTH` brackets in all, parsed
+    in C (`decode_member`), or None when it is not sure: deeper text, or a refusal.
 
-    Fields the models do not know pass the struct unread, so the check takes only a
-    member of at most `MAX_DEPTH` brackets in all: nested no deeper than the converter
-    keeps (`converter.check_plain`), whatever they hold; whatever is stored reads back."""
+    Bounded so, whatever fields the models do not know hold, the converter keeps them
+    (`converter.check_plain`) or names them as it does in a `decode_json` tree."""
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
         return None
     try:
-        tree = decode_member(raw)
+        return decode_member(raw)
     except MEMBER_REFUSALS:
         return None
+
+
+def checked_invoice(raw: bytes) -> tuple[Columns, dict[str, Any]] | None:
+    """The columns and content of a sync-fetch member `{"invoice": {…}}` that the
+    converter is sure to read; None when it is not sure (the caller then lets the
+    converter read it). Fields the models do not know pass the struct unread: the
+    `member_tree` bound keeps them readable, so whatever is stored reads back."""
+    tree = member_tree(raw)
     if tree.__class__ is not dict or len(tree) != 1:
         return None
     inner = tree.get("invoice")
@@ -99,3 +122,99 @@ def checked_invoice(raw: bytes) -> tuple[Columns, dict[str, Any]] | None:
         return invoice_columns(msgspec.convert(inner, _INVOICE)), inner
     except msgspec.ValidationError:
         return None
+
+
+# -- models from checked trees ---------------------------------------------------------------
+
+
+class _Unsure(Exception):
+    """The built model might differ from the converter's: the converter reads it."""
+
+
+def _decimal_of(value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    return decimal_text(value) if value.__class__ is str else Decimal(value)
+
+
+def _builder(cls: type[M]) -> Callable[[Any, dict[str, Any]], M]:
+    """`build(struct, tree)`: the model of a member the strict struct accepted, as the
+    converter builds it, with one straight-line call of the class per member (the
+    converter's loop looks up and branches on every key).
+
+    Values come from the struct, typed in C, except timestamps, parsed from the tree's
+    text as the converter parses them; fields the models do not know are kept in `extra`,
+    checked as the converter checks them. cattrs' generated structuring functions read a
+    dict key by key with a hook each: the per-field cost this avoids."""
+    specs = field_specs(cls)
+    names: dict[str, Any] = {
+        "cls": cls,
+        "_decimal_of": _decimal_of,
+        "datetime_text": datetime_text,
+    }
+    args: list[str] = []
+    known: set[str] = set()
+    list_aliases: set[str] = set()
+    for spec in specs:
+        keys = read_keys(spec)
+        known |= keys
+        if spec.item_model is not None:
+            # A null under another name empties the list in the converter: never here.
+            list_aliases |= keys - {spec.wire}
+            names[f"_build_{spec.name}"] = _builder(spec.item_model)
+            expr = (
+                f"[] if s.{spec.name} is None else [_build_{spec.name}(i, t) "
+                f"for i, t in zip(s.{spec.name}, d[{spec.wire!r}])]"
+            )
+        elif spec.base_type is Decimal:
+            expr = f"_decimal_of(s.{spec.name})"
+        elif spec.base_type is dt.datetime:
+            expr = f"None if s.{spec.name} is None else datetime_text(d[{spec.wire!r}])"
+        else:
+            expr = f"s.{spec.name}"
+        args.append(f"{spec.name}={expr}")
+    names["_extra"] = _extra_reader(frozenset(known - list_aliases), frozenset(list_aliases))
+    source = f"def build(s, d):\n    return cls({', '.join(args)}, extra=_extra(d))\n"
+    exec(compile(source, f"<strict build {cls.__name__}>", "exec"), names)
+    build: Callable[[Any, dict[str, Any]], M] = names["build"]
+    return build
+
+
+def _extra_reader(
+    known: frozenset[str], list_aliases: frozenset[str]
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The fields of a tree the model does not know, as the converter keeps them (a list
+    under another of its names is left to the converter)."""
+
+    def extra(tree: dict[str, Any]) -> dict[str, Any]:
+        unknown = tree.keys() - known
+        if not unknown:
+            return {}
+        kept: dict[str, Any] = {}
+        for key, value in tree.items():
+            if key in unknown:
+                if key in list_aliases:
+                    raise _Unsure
+                check_plain(value)
+                kept[snake_name(key)] = value
+        return kept
+
+    return extra
+
+
+_BUILDERS: dict[type[Model], Callable[[Any, dict[str, Any]], Any]] = {}
+
+
+def structure_member(tree: Any, cls: type[M]) -> M:
+    """The model of a JSON object as `decode_member` parsed it (not `decode_json`: its
+    text may hold lone surrogates, which the struct does not check), exactly as the
+    converter builds it: checked in C against the strict struct and built in one call
+    per object; what the check refuses, the converter reads (and names what is wrong)."""
+    build = _BUILDERS.get(cls)
+    if build is None:
+        build = _BUILDERS[cls] = _builder(cls)
+    try:
+        model: M = build(msgspec.convert(tree, struct_for(cls)), tree)
+    except (msgspec.ValidationError, DecodeError, _Unsure):
+        return structure(tree, cls)
+    return model
