@@ -131,12 +131,6 @@ class _Unsure(Exception):
     """The built model might differ from the converter's: the converter reads it."""
 
 
-def _decimal_of(value: Any) -> Decimal | None:
-    if value is None:
-        return None
-    return decimal_text(value) if value.__class__ is str else Decimal(value)
-
-
 def _builder(cls: type[M]) -> Callable[[Any, dict[str, Any]], M]:
     """`build(struct, tree)`: the model of a member the strict struct accepted, as the
     converter builds it, with one straight-line call of the class per member (the
@@ -149,7 +143,8 @@ def _builder(cls: type[M]) -> Callable[[Any, dict[str, Any]], M]:
     specs = field_specs(cls)
     names: dict[str, Any] = {
         "cls": cls,
-        "_decimal_of": _decimal_of,
+        "Decimal": Decimal,
+        "decimal_text": decimal_text,
         "datetime_text": datetime_text,
     }
     args: list[str] = []
@@ -166,15 +161,21 @@ def _builder(cls: type[M]) -> Callable[[Any, dict[str, Any]], M]:
                 f"[] if s.{spec.name} is None else [_build_{spec.name}(i, t) "
                 f"for i, t in zip(s.{spec.name}, d[{spec.wire!r}])]"
             )
-        elif spec.base_type is Decimal:
-            expr = f"_decimal_of(s.{spec.name})"
+        elif spec.base_type is Decimal:  # decimal text, or an integer
+            value = f"s.{spec.name}"
+            expr = (
+                f"None if {value} is None else decimal_text({value}) "
+                f"if {value}.__class__ is str else Decimal({value})"
+            )
         elif spec.base_type is dt.datetime:
             expr = f"None if s.{spec.name} is None else datetime_text(d[{spec.wire!r}])"
         else:
             expr = f"s.{spec.name}"
         args.append(f"{spec.name}={expr}")
-    names["_extra"] = _extra_reader(frozenset(known - list_aliases), frozenset(list_aliases))
-    source = f"def build(s, d):\n    return cls({', '.join(args)}, extra=_extra(d))\n"
+    names["known"] = plain = frozenset(known - list_aliases)
+    names["_extra"] = _extra_reader(plain, frozenset(list_aliases))
+    args.append("extra={} if d.keys() <= known else _extra(d)")
+    source = f"def build(s, d):\n    return cls({', '.join(args)})\n"
     exec(compile(source, f"<strict build {cls.__name__}>", "exec"), names)
     build: Callable[[Any, dict[str, Any]], M] = names["build"]
     return build
@@ -188,8 +189,6 @@ def _extra_reader(
 
     def extra(tree: dict[str, Any]) -> dict[str, Any]:
         unknown = tree.keys() - known
-        if not unknown:
-            return {}
         kept: dict[str, Any] = {}
         for key, value in tree.items():
             if key in unknown:
