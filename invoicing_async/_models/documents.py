@@ -24,7 +24,7 @@ from invoicing_async._models.payloads import (
     unwrap_root,
 )
 from invoicing_async._models.session import SyncRevisions
-from invoicing_async._models.strict_json import member_tree, structure_member
+from invoicing_async._models.strict_json import load_closed, member_tree, structure_member
 from invoicing_async._wire.json import decode_json, iter_json_array
 from invoicing_async._wire.json_sync import read_json_sync_pairs
 from invoicing_async._wire.scalars import check_int_range, is_ascii_integer
@@ -77,6 +77,10 @@ def load_model(body: bytes, fmt: Format, cls: type[M]) -> M:
 
     A bare JSON object (no root) is read as `cls`.
     """
+    if fmt == "json":
+        model = load_closed(body, cls)
+        if model is not None:
+            return model
     expected = ROOTS[cls][0]
     root, value, read = _decode(body, fmt)
     if root is not None and root != expected:

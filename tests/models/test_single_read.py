@@ -1,7 +1,7 @@
 """Single-model JSON reads (`load_model`, `load_one_of`: get, create, update, send and
-payment answers) give exactly what the converter gives, whether the body was checked in
-C and built by the generated builder or read by the converter: the same models, the same
-refusals and errors."""
+payment answers) give exactly what the converter gives, whether the body was read into a
+closed struct, or checked in C as a tree, and built by the generated builders, or read
+by the converter: the same models, the same refusals and errors."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def read_either(body: bytes) -> Any:
 def by_converter(reader: Any, body: bytes) -> Any:
     """`reader` with the C check never sure: every body goes through the converter."""
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(documents, "load_closed", lambda body, cls: None)
         mp.setattr(documents, "member_tree", lambda raw: None)
         return reader(body)
 
@@ -73,6 +74,14 @@ def test_a_payment_answer_reads_as_the_converter_reads_it(payment: InvoicePaymen
         '{"invoice":{"id":1,"invoice_date":"2014-07-31T23:30:00-02:00"}}',  # the date part
         '{"invoice":{"id":1,"created_at":"2014-07-31T23:30:00"}}',  # naive: UTC
         '{"invoice":{"id":1,"created_at":"2014-07-31T23:59:60Z"}}',
+        '{"invoice":{"id":1,"created_at":"  ","updated_at":" 2014-07-31 23:30 "}}',
+        '{"invoice":{"id":1,"created_at":"yesterday"}}',
+        '{"invoice":{"id":1,"id":2,"details":[{"id":3,"id":4}]}}',  # the last one counts
+        '{"invoice":{"id":1,"details":[{"id":2}],"details-attributes":null}}',
+        '{"invoice":{"id":1,"invoice-id":null,"invoice_id":"A"}}',
+        '{"invoice":{"id":1},"x":1}',
+        '{"invoice":null}',
+        '\ufeff{"invoice":{"id":1}}',
         '{"invoice":{"id":1,"price":"١٢"}}',
         '{"invoice":{"id":1,"total_paid":"١٢"}}',  # not ASCII digits
         '{"invoice":{"id":1,"total_paid":"-0.50","discount":3}}',
@@ -109,6 +118,10 @@ def test_what_the_service_sends_is_built_without_the_converter(
     def refuse(data: Any, cls: Any) -> Any:
         raise AssertionError("read by the converter")
 
+    with monkeypatch.context() as mp:  # read into the closed structs, no tree made
+        mp.setattr(documents, "member_tree", refuse)
+        assert [load_model(body, "json", Invoice) for body in bodies] == expected
     monkeypatch.setattr(strict_json, "structure", refuse)
+    monkeypatch.setattr(documents, "load_closed", lambda body, cls: None)  # a tree read
     assert [load_model(body, "json", Invoice) for body in bodies] == expected
     assert all(invoice.details for invoice in expected)
