@@ -13,6 +13,7 @@ not fit is no error: the converter reads it and decides.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any, TypeVar
@@ -141,6 +142,13 @@ class _Unsure(Exception):
     """The built model might differ from the converter's: the converter reads it."""
 
 
+@functools.lru_cache(maxsize=4096)
+def _timestamp_text(text: str) -> dt.datetime | None:
+    """A timestamp's text as the converter reads it (blank is none); cached as
+    `datetime_text` is, so a repeated time costs one C call."""
+    return datetime_text(text) if text.strip() else None
+
+
 def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
     """`build(struct, tree)`: the model of a member its strict struct accepted, as the
     converter builds it, with one straight-line call of the class per member (the
@@ -157,6 +165,7 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
         "Decimal": Decimal,
         "decimal_text": decimal_text,
         "datetime_text": datetime_text,
+        "timestamp_text": _timestamp_text,
     }
     args: list[str] = []
     known: set[str] = set()
@@ -181,8 +190,7 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
                 f"if {value}.__class__ is str else Decimal({value})"
             )
         elif spec.base_type is dt.datetime and closed:  # the text, as the converter reads it
-            value = f"s.{spec.name}"
-            expr = f"None if {value} is None or not {value}.strip() else datetime_text({value})"
+            expr = f"None if s.{spec.name} is None else timestamp_text(s.{spec.name})"
         elif spec.base_type is dt.datetime:
             expr = f"None if s.{spec.name} is None else datetime_text(d[{spec.wire!r}])"
         else:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl as ssl_module
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import aiohttp
 import attrs
@@ -416,10 +417,11 @@ class BoundTransport:
     def fmt(self) -> Format:
         return self.transport.fmt
 
-    async def request(
+    def request(
         self, method: str, path: str, *, body: bytes | None = None, idempotent: bool = False
-    ) -> Response:
-        return await self.transport.request(
+    ) -> Coroutine[Any, Any, Response]:
+        """The transport's `request` with these settings (its coroutine, not another)."""
+        return self.transport.request(
             method, path, body=body, options=self.options, idempotent=idempotent
         )
 

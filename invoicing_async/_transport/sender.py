@@ -111,7 +111,8 @@ class AiohttpSender:
 
     async def send(self, request: OutgoingRequest) -> RawResponse:
         self.open()
-        await self._keep()
+        if self._keeper is None:
+            await self._keep()
         assert self._session is not None
         try:
             async with self._session.request(
