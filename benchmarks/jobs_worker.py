@@ -2,6 +2,7 @@
 
 python -m benchmarks.jobs_worker worker LOG ARGS…   `invoicing-async worker ARGS…`, each
     PostgresStore.apply_documents (one batch, one commit) timed and appended to LOG in ms
+    (with $BENCH_JOBS_PROFILE=DIR, under cProfile: DIR/worker-PID.prof)
 python -m benchmarks.jobs_worker revisions URL ACCOUNT   reads the account's revisions
     from PostgresStore; prints the peak RSS (MiB) before and after, and the count
 python -m benchmarks.jobs_worker batches URL ACCOUNT   writes the account's invoices to
@@ -38,7 +39,16 @@ def timed_worker(log: str, argv: list[str]) -> int:
         return result
 
     PostgresStore.apply_documents = apply_documents  # type: ignore[method-assign]
-    return main(argv)
+    profile_to = os.environ.get("BENCH_JOBS_PROFILE")
+    if not profile_to:
+        return main(argv)
+    import cProfile  # where a worker's CPU goes: `BENCH_JOBS_PROFILE=DIR`, one file a worker
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(main, argv)
+    finally:
+        profiler.dump_stats(os.path.join(profile_to, f"worker-{os.getpid()}.prof"))
 
 
 async def read_revisions(url: str, account: str) -> None:

@@ -1,4 +1,5 @@
-"""The accounts file of `sync-many`: one TOML table per account, secrets by reference only.
+"""The accounts file of `sync-many` and `accounts import`: one TOML table (or CSV row) per
+account, secrets by reference only.
 
 The file's references are not confined to a prefix or a folder (as a worker's are): the
 file is written by whoever runs the command, who could name any variable or file anyway.
@@ -19,13 +20,20 @@ password_env = "ACME_PASSWORD"  # or password_file = "/run/secrets/acme" (owner-
 OAuth 1: `auth = "oauth1"`, `consumer_key`, `token`, and the two secrets as
 `consumer_secret_env`/`_file` and `token_secret_env`/`_file`. A secret is never written
 in the file itself: it would sit in clear text wherever the file is copied.
+`hourly_limit` and `every_seconds` are read by `accounts import` (workers' schedule).
+
+A file named `*.csv` has a header row of the same keys, one account a row (empty cells
+are absent keys; no defaults). Every row is checked before any is used: all mistakes are
+reported at once, each with its line.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +68,23 @@ _KNOWN = frozenset(
         "token",
         "token_secret_env",
         "token_secret_file",
+        "hourly_limit",
+        "every_seconds",
     }
 )
+_ACCOUNTS_HEADER = re.compile(r"^\s*\[\[\s*accounts\s*\]\]", re.MULTILINE)
 _SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
 
 
 class AccountsFileError(ia.InvoicingError):
-    """The accounts file cannot be used; the message names the account and the key."""
+    """The accounts file cannot be used; the message names the account and the key.
+
+    `problems`: one line per mistake, each naming its line in the file when known.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 @attrs.frozen
@@ -79,6 +97,10 @@ class AccountConfig:
     db: Path
     ca_file: Path | None
     settings: Mapping[str, str] = attrs.field(repr=False)
+    #: Where the account is in the file (its ``[[accounts]]`` header or CSV row); 0 unknown.
+    line: int = 0
+    hourly_limit: int = 350
+    every_seconds: int = 86400
 
     def credentials(self) -> Credentials:
         """The account's credentials by reference: ``password_env = "X"`` is ``env:X``,
@@ -111,32 +133,89 @@ class AccountConfig:
         raise AccountsFileError(f"account {self.name!r}: give {key}_env or {key}_file")
 
 
-def load_accounts(path: Path) -> list[AccountConfig]:
-    """Read and check the whole file before anything runs: a typo fails all at once."""
+def load_accounts(
+    path: Path, check: Callable[[AccountConfig], object] | None = None
+) -> list[AccountConfig]:
+    """Read and check the whole file before anything runs: every mistake is reported at
+    once (`AccountsFileError.problems`, each with its line). `check` is the caller's own
+    test of each account; the `AccountsFileError` it raises is one more mistake."""
+    rows = _read_rows(path)
+    base = path.absolute().parent
+    configs: list[AccountConfig] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for index, (line, raw) in enumerate(rows, 1):
+        name = str(raw.get("name", ""))
+        if name in seen:
+            problems.append(
+                f"{_where(path, line)}account names must be unique: {name!r} "
+                f"is also on line {seen[name]}"
+            )
+            continue
+        seen[name] = line
+        try:
+            config = _account(raw, index, base, line)
+            config.credentials()  # a missing username or secret key fails now
+            if check is not None:
+                check(config)
+        except AccountsFileError as exc:
+            problems.append(f"{_where(path, line)}{exc}")
+            continue
+        configs.append(config)
+    if problems:
+        raise AccountsFileError("\n".join(problems), problems)
+    return configs
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path}:{line}: " if line else f"{path}: "
+
+
+def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The file's accounts as (line, keys), defaults applied."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from exc
+    if path.suffix.lower() == ".csv":
+        return _csv_rows(path, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from exc
     defaults = data.get("defaults", {})
     accounts = data.get("accounts")
     if not isinstance(defaults, dict) or not isinstance(accounts, list) or not accounts:
         raise AccountsFileError(f"{path}: expected [[accounts]] tables (and optional [defaults])")
-    base = path.parent
-    configs: list[AccountConfig] = []
-    for index, raw in enumerate(accounts, 1):
+    # tomllib keeps no positions: the n-th ``[[accounts]]`` header is the n-th account's.
+    headers = [text.count("\n", 0, m.start()) + 1 for m in _ACCOUNTS_HEADER.finditer(text)]
+    lines = headers if len(headers) == len(accounts) else [0] * len(accounts)
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for index, (line, raw) in enumerate(zip(lines, accounts, strict=True), 1):
         if not isinstance(raw, dict):
             raise AccountsFileError(f"{path}: account #{index} is not a table")
-        configs.append(_account({**defaults, **raw}, index, base))
-    names = [c.name for c in configs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise AccountsFileError(f"{path}: account names must be unique: {duplicates}")
-    for config in configs:
-        config.credentials()  # a missing username or secret key fails now, before any run
-    return configs
+        rows.append((line, {**defaults, **raw}))
+    return rows
 
 
-def _account(raw: dict[str, Any], index: int, base: Path) -> AccountConfig:
+def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, dict[str, Any]]] = []
+    try:
+        for raw in reader:
+            extra = raw.pop(None, None)
+            row: dict[str, Any] = {k: v for k, v in raw.items() if k and v}
+            if extra:
+                row["(more cells than the header)"] = extra
+            rows.append((reader.line_num, row))
+    except csv.Error as exc:
+        raise AccountsFileError(f"{path}:{reader.line_num}: {exc}") from exc
+    if not rows:
+        raise AccountsFileError(f"{path}: expected a header row and one row per account")
+    return rows
+
+
+def _account(raw: dict[str, Any], index: int, base: Path, line: int) -> AccountConfig:
     name = str(raw.get("name", ""))
     label = f"account {name!r}" if name else f"account #{index}"
     if not _NAME.fullmatch(name):
@@ -154,6 +233,9 @@ def _account(raw: dict[str, Any], index: int, base: Path) -> AccountConfig:
     fmt = raw.get("format", "xml")
     if fmt not in ("xml", "json"):
         raise AccountsFileError(f"{label}: format must be 'xml' or 'json'")
+    for key in ("hourly_limit", "every_seconds"):
+        if key in raw and not str(raw[key]).isdigit():
+            raise AccountsFileError(f"{label}: {key} must be a positive whole number")
     db_dir = base / str(raw.get("db_dir", "."))
     db = base / str(raw["db"]) if "db" in raw else db_dir / f"{name}.sqlite3"
     ca = base / str(raw["ca_file"]) if raw.get("ca_file") else None
@@ -161,8 +243,16 @@ def _account(raw: dict[str, Any], index: int, base: Path) -> AccountConfig:
     settings = {
         k: str(base / str(v)) if k.endswith("_file") else str(v)
         for k, v in raw.items()
-        if k not in ("name", "db", "db_dir")
+        if k not in ("name", "db", "db_dir", "hourly_limit", "every_seconds")
     }
     return AccountConfig(
-        name=name, base_url=raw["base_url"], format=fmt, db=db, ca_file=ca, settings=settings
+        name=name,
+        base_url=raw["base_url"],
+        format=fmt,
+        db=db,
+        ca_file=ca,
+        settings=settings,
+        line=line,
+        hourly_limit=int(raw.get("hourly_limit", 350)),
+        every_seconds=int(raw.get("every_seconds", 86400)),
     )

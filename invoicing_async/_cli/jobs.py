@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from invoicing_async._jobs.tasks import Jobs
 
 __all__ = ["ENV_DATABASE_URL", "add_job_commands", "run_job_command"]
+
+logger = logging.getLogger("invoicing_async.jobs")
 
 ENV_DATABASE_URL = "INVOICING_DATABASE_URL"
 ENV_SECRETS_DIR = "INVOICING_SECRETS_DIR"
@@ -70,6 +73,14 @@ def add_job_commands(commands: Any) -> None:
         "--every", type=positive_int, default=86400, metavar="SECONDS", help="sync interval (1 day)"
     )
     _database_argument(add)
+    bulk = add_command(
+        account_commands,
+        "import",
+        help="add or update many accounts from a TOML (as sync-many's) or CSV file; "
+        "every row is checked first: one bad row and nothing is written",
+    )
+    bulk.add_argument("file", type=Path, metavar="FILE")
+    _database_argument(bulk)
     listing = add_command(account_commands, "list", help="list the accounts (no secrets)")
     listing.add_argument("--json", action="store_true")
     _database_argument(listing)
@@ -117,6 +128,19 @@ def add_job_commands(commands: Any) -> None:
         metavar="PREFIX",
         help=f"env: secrets must be variables named PREFIX* (default: ${ENV_SECRET_ENV_PREFIX} "
         f"or {DEFAULT_ENV_PREFIX})",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics on /metrics and health on /healthz at this port "
+        "(needs the [metrics] extra)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address the metrics port listens on (default 127.0.0.1)",
     )
     _database_argument(worker)
 
@@ -168,14 +192,33 @@ async def run_job_command(args: argparse.Namespace) -> int:
         env_prefix=getattr(args, "secret_env_prefix", DEFAULT_ENV_PREFIX),
         secrets_dir=getattr(args, "secrets_dir", None),
     )
+    metrics = None
+    if getattr(args, "metrics_port", None) is not None:
+        from invoicing_async._jobs.metrics import RunMetrics
+
+        metrics = RunMetrics()
     async with Jobs(
         url,
         stalled_after=getattr(args, "stalled_after", 30.0),
         retry_cap=getattr(args, "retry_cap", 6 * 3600.0),
         pool_size=max(10, 2 * concurrency + 4),
         secret_policy=policy,
+        observers=() if metrics is None else (metrics,),
     ) as jobs:
-        return await _dispatch(args, jobs)
+        if metrics is None:
+            return await _dispatch(args, jobs)
+        from invoicing_async._jobs.metrics import MetricsServer
+
+        async with MetricsServer(
+            jobs, metrics, host=args.metrics_host, port=args.metrics_port
+        ) as server:
+            logger.info(
+                "metrics on http://%s:%d/metrics, health on /healthz",
+                args.metrics_host,
+                server.port,
+                extra={"event": "metrics_listening", "port": server.port},
+            )
+            return await _dispatch(args, jobs)
 
 
 async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
@@ -198,6 +241,8 @@ async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
 async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
     from invoicing_async._jobs import accounts as a
 
+    if args.accounts_command == "import":
+        return await _import(args.file, jobs)
     async with jobs.pool.connection() as conn:
         if args.accounts_command == "add":
             try:
@@ -235,6 +280,54 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
         for x in accounts:
             due = x.due_at.isoformat(timespec="seconds") if x.due_at else "queued"
             print(f"{x.name}\t{x.base_url}\t{x.format}\t{x.auth}\t{x.username}\tdue {due}")
+    return 0
+
+
+async def _import(path: Path, jobs: Jobs) -> int:
+    """`accounts import FILE`: every row checked, then all written in one transaction."""
+    from invoicing_async._cli.accounts_file import (
+        AccountConfig,
+        AccountsFileError,
+        load_accounts,
+    )
+    from invoicing_async._jobs import accounts as a
+
+    rows: list[a.Account] = []
+
+    def check(config: AccountConfig) -> None:
+        credentials = config.credentials()
+        try:
+            account = a.new_account(
+                config.name,
+                base_url=config.base_url,
+                username=credentials.username,
+                secret=credentials.secret,
+                format=config.format,
+                oauth1=credentials.oauth1,
+                token=credentials.token,
+                token_secret=credentials.token_secret,
+                ca_file=None if config.ca_file is None else str(config.ca_file),
+                hourly_limit=config.hourly_limit,
+                every_seconds=config.every_seconds,
+            )
+        except a.AccountError as exc:
+            raise AccountsFileError(str(exc)) from None
+        rows.append(account)
+
+    try:
+        load_accounts(path, check)
+    except AccountsFileError as exc:
+        problems = exc.problems
+    else:
+        problems = ()
+    if problems:
+        _error(f"{path}: {len(problems)} bad rows; nothing imported")
+        for line in problems:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    async with jobs.pool.connection() as conn:
+        added, updated = await a.upsert_accounts(conn, rows)
+    print(f"imported {len(rows)} accounts: {added} added, {updated} updated")
     return 0
 
 

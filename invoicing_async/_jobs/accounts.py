@@ -9,15 +9,17 @@ the worker that runs the job, at the start of the run, under the worker's own
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import attrs
 
 import invoicing_async as ia
-from invoicing_async._account_run import Credentials
+from invoicing_async._account_run import Credentials, load_ca
 from invoicing_async._secrets import SecretError, parse_secret_ref
+from invoicing_async._transport.urls import validate_base_url
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -32,6 +34,7 @@ __all__ = [
     "get_account",
     "list_accounts",
     "remove_account",
+    "upsert_accounts",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -97,14 +100,18 @@ def new_account(
     hourly_limit: int = 350,
     every_seconds: int = 86400,
 ) -> Account:
-    """An account checked for `add_account`: name, URL, format and references."""
+    """An account checked for `add_account`: name, URL (as the client checks it: https, or
+    http to loopback only), format, references, and that its CA file can be loaded."""
     if not _NAME.fullmatch(name):
         raise AccountError("name must be 1-64 letters, digits, '.', '_' or '-'")
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise AccountError(f"account {name!r}: base URL must be http(s)://host[:port]/…")
-    if parts.username or parts.password:
-        raise AccountError(f"account {name!r}: no credentials in the base URL (use --secret)")
+    try:
+        url = validate_base_url(base_url)
+    except (ValueError, ia.InsecureTransportError) as exc:
+        raise AccountError(f"account {name!r}: {exc}") from None
+    if ca_file is not None:
+        problem = _ca_problem(ca_file)
+        if problem is not None:
+            raise AccountError(f"account {name!r}: {problem}")
     if format not in ("xml", "json"):
         raise AccountError(f"account {name!r}: format must be 'xml' or 'json'")
     if not username:
@@ -113,7 +120,7 @@ def new_account(
         raise AccountError(f"account {name!r}: OAuth 1 needs --token and --token-secret")
     if hourly_limit < 1 or every_seconds < 1:
         raise AccountError(f"account {name!r}: the limit and the interval must be positive")
-    host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    host = str(url.host) if url.explicit_port is None else f"{url.host}:{url.explicit_port}"
     return Account(
         name=name,
         base_url=base_url,
@@ -132,6 +139,17 @@ def new_account(
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _ca_problem(path: str) -> str | None:
+    """Why the CA file cannot be used, or None (once per file: an import names one file
+    for thousands of accounts)."""
+    try:
+        load_ca(path)
+    except ia.ConfigurationError as exc:
+        return str(exc)
+    return None
+
+
 def _reference(text: str, what: str) -> str:
     try:
         return str(parse_secret_ref(text, what))
@@ -139,29 +157,67 @@ def _reference(text: str, what: str) -> str:
         raise AccountError(str(exc)) from None
 
 
+_INSERT = (
+    "INSERT INTO invoicing_accounts (name, base_url, host, format, auth, username,"
+    " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name)"
+)
+# An account imported again keeps its schedule (`due_at`) and history.
+_UPDATE = " DO UPDATE SET " + ", ".join(
+    f"{c} = EXCLUDED.{c}"
+    for c in (
+        "base_url",
+        "host",
+        "format",
+        "auth",
+        "username",
+        "secret_ref",
+        "token",
+        "token_secret_ref",
+        "ca_file",
+        "hourly_limit",
+        "every_seconds",
+    )
+)
+
+
+def _row(account: Account) -> tuple[Any, ...]:
+    return (
+        account.name,
+        account.base_url,
+        account.host,
+        account.format,
+        account.auth,
+        account.username,
+        account.secret_ref,
+        account.token,
+        account.token_secret_ref,
+        account.ca_file,
+        account.hourly_limit,
+        account.every_seconds,
+    )
+
+
 async def add_account(conn: Conn, account: Account) -> bool:
     """Insert the account, due now; False when the name is taken (nothing changed)."""
-    cursor = await conn.execute(
-        "INSERT INTO invoicing_accounts (name, base_url, host, format, auth, username,"
-        " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (name) DO NOTHING RETURNING name",
-        (
-            account.name,
-            account.base_url,
-            account.host,
-            account.format,
-            account.auth,
-            account.username,
-            account.secret_ref,
-            account.token,
-            account.token_secret_ref,
-            account.ca_file,
-            account.hourly_limit,
-            account.every_seconds,
-        ),
-    )
+    cursor = await conn.execute(_INSERT + " DO NOTHING RETURNING name", _row(account))
     return await cursor.fetchone() is not None
+
+
+async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int, int]:
+    """Add the new accounts (due now) and update the others, in one transaction of one
+    pipelined statement batch; (added, updated). Importing the same rows again changes
+    nothing."""
+    names = [a.name for a in accounts]
+    async with conn.transaction():
+        cursor = await conn.execute(
+            "SELECT count(*) FROM invoicing_accounts WHERE name = ANY(%s)", (names,)
+        )
+        row = await cursor.fetchone()
+        existing = 0 if row is None else int(row[0])
+        async with conn.cursor() as batch:
+            await batch.executemany(_INSERT + _UPDATE, [_row(a) for a in accounts])
+    return len(accounts) - existing, existing
 
 
 def _account(row: tuple[Any, ...]) -> Account:

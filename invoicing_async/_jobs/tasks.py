@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -119,6 +120,8 @@ class Jobs:
         self.observers = tuple(observers)
         #: Runs of this process that ended in error (`worker --until-idle` exits 1 if any).
         self.failed_runs = 0
+        #: `time.monotonic()` of the watchdog's last round trip to the database (`/healthz`).
+        self.heartbeat_at = time.monotonic()
         # The worker's one pool: runs, their budget and procrastinate borrow from it.
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
         self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
@@ -259,6 +262,8 @@ class Jobs:
                 await self.recover_stalled()
             except Exception as exc:  # the next tick tries again; the worker goes on
                 logger.warning("recovering stalled jobs failed: %s", exc)
+            else:
+                self.heartbeat_at = time.monotonic()
 
     # -- running ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from invoicing_async import _telemetry
 from invoicing_async._sync.fetching import FetchRun, sleep_for_budget
 from invoicing_async._sync.plan import SyncPlan, plan_sync
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
@@ -107,6 +108,24 @@ class SyncEngine:
         return self.client.budget.available_now(background=True)
 
     async def run(self) -> SyncReport:
+        """List, diff, then fetch and store what changed; in an OpenTelemetry span
+        (`invoicing.sync`) when OpenTelemetry is configured."""
+        with _telemetry.span("invoicing.sync") as span:
+            report = await self._run()
+            if span is not None:
+                span.set_attributes(
+                    {
+                        "invoicing.sync.listed": report.listed,
+                        "invoicing.sync.created": report.created,
+                        "invoicing.sync.updated": report.updated,
+                        "invoicing.sync.deleted": report.deleted,
+                        "invoicing.sync.requests": report.requests,
+                        "invoicing.sync.complete": report.complete,
+                    }
+                )
+            return report
+
+    async def _run(self) -> SyncReport:
         started = time.monotonic()
         first_request = self.client.requests_sent
         plan, _ = await self.plan()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from invoicing_async import _telemetry
 from invoicing_async._models.documents import MemberError
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._resources.invoices import FetchedBatch
@@ -139,34 +140,41 @@ class FetchRun:
         self.queue.extendleft(reversed(ids))
 
     async def _worker(self) -> None:
-        engine = self.engine
-        client = engine.client
         while self.queue and not self.stop:
             ids = self._next_batch()
-            try:
-                batch = await client.invoices.fetch_batch(ids)
-            except RateLimitExceeded as exc:
-                self._give_back(ids)
-                if engine.wait_for_budget:
-                    await sleep_for_budget(exc)
-                    continue
-                self.stop = True
-                self.report.stopped_for_budget = True
-                left = batches_for(len(self.queue))
-                self.report.eta = client.budget.time_for(left, background=True)
-                return
-            except (APIConnectionError, ServerError, DecodeError) as exc:
-                self._give_back(ids)
-                self.failures += 1
-                self.report.errors.append(f"batch of {len(ids)}: {exc}")
-                logger.warning(
-                    "sync fetch failed (%d/%d): %s", self.failures, engine.max_batch_failures, exc
-                )
-                if self.failures >= engine.max_batch_failures:
-                    self.stop = True
+            with _telemetry.span("invoicing.sync.batch", {"invoicing.batch.size": len(ids)}):
+                if not await self._batch(ids):
                     return
-                continue
-            await self._commit(ids, batch)
+
+    async def _batch(self, ids: list[int]) -> bool:
+        """Fetch and commit one batch; False when this worker should stop."""
+        engine = self.engine
+        client = engine.client
+        try:
+            batch = await client.invoices.fetch_batch(ids)
+        except RateLimitExceeded as exc:
+            self._give_back(ids)
+            if engine.wait_for_budget:
+                await sleep_for_budget(exc)
+                return True
+            self.stop = True
+            self.report.stopped_for_budget = True
+            left = batches_for(len(self.queue))
+            self.report.eta = client.budget.time_for(left, background=True)
+            return False
+        except (APIConnectionError, ServerError, DecodeError) as exc:
+            self._give_back(ids)
+            self.failures += 1
+            self.report.errors.append(f"batch of {len(ids)}: {exc}")
+            logger.warning(
+                "sync fetch failed (%d/%d): %s", self.failures, engine.max_batch_failures, exc
+            )
+            if self.failures >= engine.max_batch_failures:
+                self.stop = True
+                return False
+            return True
+        await self._commit(ids, batch)
+        return True
 
     def _quarantine_unreadable(self, unreadable: dict[int, str]) -> None:
         """Invoices the service sent but we cannot read: quarantined at once, named with

@@ -17,6 +17,7 @@ from yarl import URL
 
 from invoicing_async._budget.budget import BudgetHooks, RateBudget
 from invoicing_async._models.documents import Format
+from invoicing_async._transport import telemetry as _telemetry
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.failures import SendError, describe_timeout
 from invoicing_async._transport.redirects import MAX_REDIRECTS, next_hop
@@ -172,6 +173,10 @@ class HTTPTransport:
         once with `RateLimitExceeded`, as `max_wait` does.
         """
         opts = options or self.options
+        if _telemetry.tracing():  # False at once without a configured OpenTelemetry
+            return await _telemetry.traced_request(
+                self, method, path, body=body, options=opts, idempotent=idempotent
+            )
         if opts.deadline is None:
             return await self._request(method, path, body, opts, None, idempotent=idempotent)
         attempts: list[int] = []

@@ -88,7 +88,8 @@ def decode_xml_members(
     The whole tree is never built, so a list of a million members costs only what
     `on_member` keeps. `on_root` sees the root name before the first member is decoded
     (and may raise to refuse the document). Returns the root name. `judge_members`: a
-    member with a value that cannot be decoded is handed on as a `BadMember`.
+    member with a value that cannot be decoded, or nested deeper than `MAX_DEPTH`, is
+    handed on as a `BadMember` (without it, either refuses the document).
     """
 
     def each(batch: list[Any]) -> None:

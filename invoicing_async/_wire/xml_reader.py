@@ -56,7 +56,10 @@ class XmlReader:
     Otherwise `close()` leaves the whole document in `value`. `root` is the root name.
     Every failure is a `DecodeError`; the reader is then unusable. With `judge_members`,
     a member holding a value that cannot be decoded (a bad `type="datetime"`) is handed on
-    as a `BadMember` instead, and reading goes on: its neighbours are not its fault.
+    as a `BadMember` instead, and reading goes on: its neighbours are not its fault. So
+    is a member nested deeper than `MAX_DEPTH`: the field holding the deep part is
+    skipped (counted, never built) and stands as its failure. Unjudged, such a member
+    refuses the document, as the JSON list route refuses it.
     """
 
     def __init__(
@@ -162,7 +165,8 @@ class XmlReader:
                     leaf = MEMBERS  # whatever the root's attributes, as before
                 kind, kids, text, repeated = leaf, None, None, None
                 if len(stack) >= MAX_DEPTH:
-                    too_deep()
+                    overflow()
+                    return
             if texts:  # the open element's text before this child
                 if not (kind is PLAIN or kind is ARRAY or kind is MEMBERS or kind is TOP):
                     text = kept(text, texts)  # a scalar's: it wins over its children
@@ -190,6 +194,47 @@ class XmlReader:
                     on_root(self.root or "")
             else:
                 leaf = SKIP  # inside a scalar or nil element: dropped, never decoded
+
+        # A judged member nested deeper than `MAX_DEPTH`: the field of it holding the deep
+        # part is skipped (its elements counted, never built) and stands as a `Failed`,
+        # then the member is read on, so its id is found wherever it is.
+        skipped = 0  # elements open in the field being skipped
+
+        def overflow() -> None:
+            nonlocal kind, kids, text, repeated, leaf, skipped
+            if not (members and judge):
+                too_deep()
+            clear()
+            # stack[2] is the member's state: below it are its field, …, the new element.
+            skipped = len(stack) - 1
+            kind, kids, text, repeated = stack[2]
+            del stack[2:]
+            leaf = None
+            parser.StartElementHandler = skip_start
+            parser.EndElementHandler = skip_end
+            parser.CharacterDataHandler = None
+
+        def skip_start(_name: str, _attrs: list[str]) -> None:
+            nonlocal skipped
+            skipped += 1
+
+        def skip_end(name: str) -> None:
+            nonlocal kids, repeated, skipped, failed
+            skipped -= 1
+            if skipped:
+                return
+            parser.StartElementHandler = start
+            parser.EndElementHandler = end
+            parser.CharacterDataHandler = texts.append
+            if kind is PLAIN or kind is ARRAY:  # else the member's children are dropped
+                value = Failed(DecodeError(f"nested more than {MAX_DEPTH} levels deep"))
+                failed = True
+                if kids is None:
+                    kids = {name: value}
+                elif name in kids:
+                    repeated = repeat(kids, repeated, name, value)
+                else:
+                    kids[name] = value
 
         def end(name: str) -> None:  # noqa: C901
             nonlocal kind, kids, text, repeated, leaf, emitted, failed

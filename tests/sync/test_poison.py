@@ -16,7 +16,14 @@ import pytest
 import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._models.documents import dump_list, dump_sync_entries
-from invoicing_async.sync import InvoiceDocument, MemoryStore, SQLiteStore, Store, SyncEngine
+from invoicing_async.sync import (
+    InvoiceDocument,
+    MemoryStore,
+    SQLiteStore,
+    Store,
+    SyncEngine,
+    SyncReport,
+)
 from invoicing_async.testing import (
     FakeInvoicingService,
     MockSender,
@@ -54,6 +61,24 @@ def _huge_id(fmt: str) -> Callable[[bytes], bytes]:
     return lambda b: _replace_in_member(b, old, b'<invoice><id type="integer">%d</id>' % HUGE)
 
 
+def _nested(depth: int) -> bytes:
+    return b"<a>" * depth + b"</a>" * depth
+
+
+def _deep_xml(after: bytes, inside: bytes = b"") -> Callable[[bytes], bytes]:
+    """BAD's member nested 150 deep (past `MAX_DEPTH`, 100) right after `after` in it:
+    under an element of its own `inside` (an unknown field) or where `after` ends."""
+    depth = _nested(150)
+    deep = b"<%s>%s</%s>" % (inside, depth, inside) if inside else depth
+
+    def spoil(body: bytes) -> bytes:
+        start = body.index(b'<invoice><id type="integer">%d</id>' % BAD)
+        at = body.index(after, start) + len(after)
+        return body[:at] + deep + body[at:]
+
+    return spoil
+
+
 # (format, how the reply is spoiled)
 POISONS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "xml datetime": (
@@ -63,6 +88,13 @@ POISONS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "xml decimal": ("xml", lambda b: _replace_in_member(b, b"123456.789", b"12,5")),
     "xml integer": ("xml", lambda b: _replace_in_member(b, b"987654321", b"x1")),
     "xml id past 64 bits": ("xml", _huge_id("xml")),
+    "xml nested too deep, unknown field": ("xml", _deep_xml(b"</id>", inside=b"x")),
+    "xml nested too deep, unknown field before the id": (
+        "xml",
+        _deep_xml(b"<invoice>", inside=b"x"),
+    ),
+    "xml nested too deep, in a line": ("xml", _deep_xml(b"<detail>")),
+    "xml nested too deep, in the id": ("xml", _deep_xml(b'<id type="integer">')),
     "json 1e999": ("json", lambda b: _replace_in_member(b, b'"123456.789"', b"1e999")),
     "json under another key": ("json", _wrap_under_other_key),
     "json id past 64 bits": ("json", _huge_id("json")),
@@ -100,8 +132,7 @@ class Account:
         return mock_response(200, self.spoil(body) if BAD in ids else body)
 
 
-@pytest.mark.parametrize("poison", sorted(POISONS))
-async def test_one_bad_member_costs_only_itself(poison: str) -> None:
+async def _sync_poisoned(poison: str) -> tuple[SyncReport, MemoryStore]:
     fmt, spoil = POISONS[poison]
     account = Account(fmt, spoil)
     store = MemoryStore()
@@ -112,6 +143,12 @@ async def test_one_bad_member_costs_only_itself(poison: str) -> None:
         sender=MockSender(account.handle),
     ) as client:
         report = await SyncEngine(client, store).run()
+    return report, store
+
+
+@pytest.mark.parametrize("poison", sorted(POISONS))
+async def test_one_bad_member_costs_only_itself(poison: str) -> None:
+    report, store = await _sync_poisoned(poison)
     stored = await store.revisions()
     assert report.requests == 1 + 3  # the list and three batches: nothing tried again
     assert report.errors == []
@@ -119,6 +156,24 @@ async def test_one_bad_member_costs_only_itself(poison: str) -> None:
     assert BAD not in stored
     assert report.quarantined == [BAD]  # named by its id, or the one id its batch lacks
     assert BAD in report.unreadable
+
+
+@pytest.mark.parametrize(
+    ("poison", "field"),
+    [
+        ("xml nested too deep, unknown field", "x"),
+        ("xml nested too deep, unknown field before the id", "x"),
+        ("xml nested too deep, in a line", "details"),
+        ("xml nested too deep, in the id", "id"),
+    ],
+)
+async def test_a_member_nested_too_deep_is_quarantined_with_its_field(
+    poison: str, field: str
+) -> None:
+    """The XML reader skips the field holding the deep part (never building it) and
+    reads the member on: its id is found even after the deep part."""
+    report, _ = await _sync_poisoned(poison)
+    assert report.unreadable[BAD] == f"Invoice.{field}: nested more than 100 levels deep"
 
 
 def _deep_unknown_field(body: bytes) -> bytes:

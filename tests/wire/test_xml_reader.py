@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
+import sys
+import tracemalloc
 from typing import Any
+from xml.parsers.expat import ParserCreate
 from xml.sax.saxutils import escape, quoteattr
 
 import pytest
@@ -181,6 +185,72 @@ def test_depth_limit() -> None:
     typed = b'<a type="integer">' + b"<a>" * MAX_DEPTH + b"</a>" * MAX_DEPTH + b"</a>"
     with pytest.raises(DecodeError, match="nested too deeply"):
         decode_xml(typed)  # also inside a scalar, whose children are otherwise dropped
+
+
+def _judged(body: bytes) -> list[Any]:
+    got: list[Any] = []
+    decode_xml_members(body, got.append, judge_members=True)
+    return got
+
+
+def test_a_judged_member_nested_too_deep_is_a_bad_member_of_its_own() -> None:
+    """The field holding the deep part stands as the failure; the member is read on (its
+    id after the deep part too) and so are its neighbours. Unjudged (a list reply), the
+    document is refused, as JSON's list route refuses it."""
+    deep = b"<a>" * MAX_DEPTH + b"</a>" * MAX_DEPTH
+    body = (
+        b'<invoices type="array"><invoice><id type="integer">1</id></invoice>'
+        b'<invoice><x><y>%s</y></x><x>2</x><id type="integer">2</id></invoice>'
+        b'<invoice><id type="integer">3</id></invoice></invoices>'
+    ) % deep
+    first, bad, last = _judged(body)
+    assert (first, last) == ({"id": 1}, {"id": 3})
+    assert isinstance(bad, xml_kinds.BadMember)
+    assert (bad.path, str(bad.error)) == ("x", f"nested more than {MAX_DEPTH} levels deep")
+    assert bad.value["id"] == 2
+    assert bad.value["x"][1] == "2"  # a repeated field: the deep one is the failure
+    with pytest.raises(DecodeError, match="nested too deeply"):
+        decode_xml_members(body, lambda _: None)
+    # Just within the limit: read whole, judged or not.
+    ok = b"<a>" * (MAX_DEPTH - 3) + b"</a>" * (MAX_DEPTH - 3)
+    fine = b'<invoices type="array"><invoice><x>%s</x></invoice></invoices>' % ok
+    assert _judged(fine) == reference_members(fine)[1]
+
+
+def _peak(decode: Any, body: bytes) -> int:
+    tracemalloc.start()
+    try:
+        decode(body)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _expat_only(body: bytes) -> None:
+    ParserCreate().Parse(body, True)
+
+
+def test_a_member_nested_ten_thousand_deep_is_skipped_not_built() -> None:
+    """Without recursion, and at no memory beyond what expat itself holds for the open
+    tags: the deep elements are counted, never built."""
+    depth = 10_000
+    plain = b'<invoice><id type="integer">%d</id><z>%s</z></invoice>'
+    rest = b"".join(plain % (i, b"x" * 20) for i in range(250))
+    deep = b"<a>" * depth + b"</a>" * depth
+    body = b'<invoices type="array">%s%s</invoices>' % (plain % (250, deep), rest)
+    clean = b'<invoices type="array">%s%s</invoices>' % (plain % (250, b""), rest)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 50)
+    try:
+        got = _judged(body)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert len(got) == 251
+    assert isinstance(got[0], xml_kinds.BadMember)
+    assert got[0].value["id"] == 250
+    extra = _peak(_judged, body) - _peak(_judged, clean)
+    expat_extra = _peak(_expat_only, body) - _peak(_expat_only, clean)
+    assert extra < expat_extra + 64 * 1024  # a built tree: ~200 bytes a level, 2 MB
 
 
 @pytest.mark.parametrize(

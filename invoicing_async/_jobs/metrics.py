@@ -1,0 +1,188 @@
+"""A worker's Prometheus metrics and health (`worker --metrics-port`).
+
+Run metrics come from a `RunObserver` told of every run's outcome; the database's view
+(accounts overdue, jobs queued) is read when Prometheus scrapes. `/healthz` answers 200
+while the worker's heartbeat (its stalled-job watchdog, which reaches the database on
+every tick) is fresh and the database answers, else 503 with the reason. Needs the
+`[metrics]` extra (prometheus-client); served by aiohttp, which the client already uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from yarl import URL
+
+from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
+from invoicing_async._jobs.tasks import SYNC_TASK, Jobs
+from invoicing_async.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["MetricsServer", "RunMetrics", "health"]
+
+_INSTALL = "worker --metrics-port needs the [metrics] extra: pip install -e '.[metrics]'"
+#: Run durations from a cached no-change run (well under a second) to a budget-sized sync.
+_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+_QUEUE = (
+    "SELECT status::text, count(*) FROM procrastinate_jobs"
+    " WHERE task_name = %s AND status IN ('todo', 'doing') GROUP BY status"
+)
+_OVERDUE = (
+    "SELECT count(*) FROM invoicing_accounts WHERE due_at < now() - make_interval(secs => %s)"
+)
+
+
+class RunMetrics(RunObserver):
+    """The run metrics of one worker, in a registry of their own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        try:
+            import prometheus_client as p
+        except ImportError:
+            raise ConfigurationError(_INSTALL) from None
+        self.registry = registry if registry is not None else p.CollectorRegistry()
+        r = self.registry
+        self.runs = p.Counter("invoicing_runs", "Account runs, by outcome", ["outcome"], registry=r)
+        self.duration = p.Histogram(
+            "invoicing_run_duration_seconds",
+            "Duration of account runs",
+            ["outcome"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.requests = p.Counter(
+            "invoicing_requests", "API requests spent by account runs", registry=r
+        )
+        self.invoices = p.Counter(
+            "invoicing_invoices",
+            "Invoices the runs created, updated or deleted in their stores",
+            ["change"],
+            registry=r,
+        )
+        self.budget = p.Gauge(
+            "invoicing_budget_remaining",
+            "Requests left in a host's hourly budget when its last run ended",
+            ["host"],
+            registry=r,
+        )
+        self.overdue = p.Gauge(
+            "invoicing_accounts_overdue",
+            "Accounts due for longer than the overdue margin and not yet queued",
+            registry=r,
+        )
+        self.queue = p.Gauge(
+            "invoicing_queue_jobs",
+            "Sync jobs in procrastinate's table, waiting (todo) or running (doing)",
+            ["status"],
+            registry=r,
+        )
+
+    def finished(self, run: AccountRun, outcome: RunOutcome) -> None:
+        self.runs.labels(outcome.status).inc()
+        self.duration.labels(outcome.status).observe(outcome.seconds)
+        self.requests.inc(outcome.requests)
+        for change, count in (
+            ("created", outcome.created),
+            ("updated", outcome.updated),
+            ("deleted", outcome.deleted),
+        ):
+            self.invoices.labels(change).inc(count)
+        if outcome.budget_left is not None:
+            self.budget.labels(_host(run.base_url)).set(outcome.budget_left)
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The registry in Prometheus' text format, and its content type."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _host(base_url: str) -> str:
+    """host[:port], as the budget's key."""
+    url = URL(base_url)
+    return str(url.host) if url.explicit_port is None else f"{url.host}:{url.explicit_port}"
+
+
+def health(heartbeat_age: float, stale_after: float, database_error: str | None) -> str | None:
+    """Why the worker is unhealthy, or None when it is healthy."""
+    if database_error is not None:
+        return f"database unreachable: {database_error}"
+    if heartbeat_age > stale_after:
+        return f"heartbeat stale: last {heartbeat_age:.0f}s ago (limit {stale_after:g}s)"
+    return None
+
+
+class MetricsServer:
+    """`/metrics` and `/healthz` on `host:port` (port 0: any free port, see `port`)."""
+
+    def __init__(
+        self,
+        jobs: Jobs,
+        metrics: RunMetrics,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9464,
+        overdue_margin: float = 3600.0,
+        query_timeout: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.jobs = jobs
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self.overdue_margin = overdue_margin
+        self.query_timeout = query_timeout
+        self._clock = clock
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        self._runner = web.AppRunner(app, access_log=None)
+
+    async def __aenter__(self) -> MetricsServer:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._runner.cleanup()
+
+    async def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async def run() -> list[tuple[Any, ...]]:
+            async with self.jobs.pool.connection() as conn:
+                cursor = await conn.execute(sql, params)
+                return list(await cursor.fetchall())
+
+        return await asyncio.wait_for(run(), self.query_timeout)
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        try:
+            queued = {str(s): int(n) for s, n in await self._query(_QUEUE, (SYNC_TASK,))}
+            ((overdue,),) = await self._query(_OVERDUE, (self.overdue_margin,))
+        except Exception:  # the run metrics are still worth serving
+            pass
+        else:
+            for status in ("todo", "doing"):
+                self.metrics.queue.labels(status).set(queued.get(status, 0))
+            self.metrics.overdue.set(int(overdue))
+        body, content_type = self.metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        error = None
+        try:
+            await self._query("SELECT 1", ())
+        except Exception as exc:
+            error = " ".join(str(exc).split()) or type(exc).__name__
+        age = self._clock() - self.jobs.heartbeat_at
+        reason = health(age, self.jobs.stalled_after, error)
+        if reason is None:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text=f"{reason}\n")

@@ -1,0 +1,131 @@
+"""OpenTelemetry, when the `[otel]` extra is installed and the application configured a
+tracer or meter provider; otherwise nothing of it is imported and each hook is a no-op.
+
+The lowest layer: the transport (`_transport/telemetry.py`: a span per request and the
+`http.client.request.duration` metric) and the sync engine (a span per run and per
+batch) use it. Whether a provider is configured is looked up again at most once a
+second until one is (the API's lookups cost microseconds; a request's check must not),
+so an application may configure OpenTelemetry before or after creating clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from invoicing_async._version import __version__
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Histogram, Meter
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["SCOPE", "configured", "forget", "histogram", "span", "tracer"]
+
+#: The instrumentation scope: the name our tracer and meter are known by.
+SCOPE = "invoicing_async"
+
+_NOT_LOOKED_UP: Any = object()
+_api: Any = _NOT_LOOKED_UP  # (trace, metrics) of opentelemetry, or None when absent
+_NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
+_instruments: dict[tuple[int, str], Any] = {}
+#: Seconds between lookups of the providers while none is configured.
+_RECHECK = 1.0
+_found = False  # a provider was configured (a provider, once set, stays)
+_looked_at = float("-inf")
+
+
+def _opentelemetry() -> Any:
+    """opentelemetry's `trace` and `metrics` modules, imported on first use; None when the
+    extra is not installed (then never tried again)."""
+    global _api
+    if _api is _NOT_LOOKED_UP:
+        try:
+            from opentelemetry import metrics, trace
+        except ImportError:
+            _api = None
+        else:
+            _api = (trace, metrics)
+    return _api
+
+
+def configured() -> bool:
+    """True when OpenTelemetry is installed and a tracer or meter provider was set."""
+    global _found, _looked_at
+    if _found:
+        return True
+    if _api is None:  # not installed, known since the first lookup
+        return False
+    now = time.monotonic()
+    if now - _looked_at < _RECHECK:
+        return False
+    _looked_at = now
+    _found = _providers_set()
+    return _found
+
+
+def forget() -> None:
+    """Look the providers up again at the next use (tests that set and unset them)."""
+    global _found, _looked_at
+    _found, _looked_at = False, float("-inf")
+    _instruments.clear()
+
+
+def _providers_set() -> bool:
+    api = _opentelemetry()
+    if api is None:
+        return False
+    trace, metrics = api
+    tracers = trace.get_tracer_provider()
+    if not isinstance(tracers, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return True
+    meters = metrics.get_meter_provider()
+    # Unset, the API hands out a private proxy that drops everything until one is set.
+    return not (
+        isinstance(meters, metrics.NoOpMeterProvider)
+        or type(meters).__name__ == "_ProxyMeterProvider"
+    )
+
+
+def tracer() -> Tracer:
+    """Our tracer from the current provider (call only when `configured()`)."""
+    trace = _opentelemetry()[0]
+    provider = trace.get_tracer_provider()
+    key = (id(provider), "tracer")
+    found = _instruments.get(key)
+    if found is None:
+        found = _instruments[key] = provider.get_tracer(SCOPE, __version__)
+    return found  # type: ignore[no-any-return]
+
+
+def histogram(name: str, unit: str, description: str, buckets: tuple[float, ...]) -> Histogram:
+    """A histogram of the current meter provider, made once per provider."""
+    metrics = _opentelemetry()[1]
+    provider = metrics.get_meter_provider()
+    key = (id(provider), name)
+    found = _instruments.get(key)
+    if found is None:
+        meter: Meter = provider.get_meter(SCOPE, __version__)
+        found = _instruments[key] = meter.create_histogram(
+            name, unit=unit, description=description, explicit_bucket_boundaries_advisory=buckets
+        )
+    return found
+
+
+def span(
+    name: str, attributes: Mapping[str, str | int | float | bool] | None = None
+) -> AbstractContextManager[Span | None]:
+    """A span made current for the block (None inside when OpenTelemetry is off)."""
+    if not configured():
+        return _NO_SPAN
+    return _current_span(name, attributes)
+
+
+@contextlib.contextmanager
+def _current_span(
+    name: str, attributes: Mapping[str, str | int | float | bool] | None
+) -> Iterator[Span]:
+    with tracer().start_as_current_span(name, attributes=attributes) as current:
+        yield current

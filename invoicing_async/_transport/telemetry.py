@@ -1,0 +1,180 @@
+"""Requests in OpenTelemetry: a CLIENT span per API call and the standard
+`http.client.request.duration` histogram per HTTP request sent.
+
+The call's span follows the HTTP client semantic conventions (named by the method;
+`http.request.method`, `url.full`, `server.address`, `server.port`,
+`http.response.status_code`, `error.type`, `http.request.resend_count`). What happened
+before each send is told as span events: `invoicing.budget.wait` (seconds spent waiting
+for the budget before the first send), `http.retry` and `http.redirect` (a send after
+another, with the seconds between them: backoff and budget together). The sends are
+seen by wrapping the transport's `Sender` on its first traced call.
+
+`HTTPTransport.request` calls `tracing()` once per call: without OpenTelemetry, or with
+no provider configured, it answers False and nothing else happens.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from invoicing_async import _telemetry
+from invoicing_async._transport.failures import SendError
+from invoicing_async._transport.sender import OutgoingRequest, RawResponse, Sender
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+    from yarl import URL
+
+    from invoicing_async._transport.http import HTTPTransport
+    from invoicing_async._transport.response import Response
+
+__all__ = ["TracedSender", "traced_request", "tracing"]
+
+#: The semantic conventions' advised buckets for HTTP request durations, in seconds.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+#: A wait shorter than this before the first send is not a budget wait worth an event.
+_WAIT_WORTH_TELLING = 0.001
+
+
+@attrs.define
+class _Call:
+    """The traced call in progress in this context: its span and its sends so far."""
+
+    span: Span
+    last: float  # when the call started, then when its latest send ended
+    sends: int = 0
+    last_status: int | None = None
+    last_error: str | None = None
+
+
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "invoicing_async_traced_call", default=None
+)
+
+
+def tracing() -> bool:
+    """Whether this call gets a span: OpenTelemetry configured, and not already inside
+    a traced call (`traced_request` calls the transport again)."""
+    return _telemetry.configured() and _CALL.get() is None
+
+
+def _server(url: URL) -> dict[str, str | int]:
+    found: dict[str, str | int] = {"server.address": str(url.host), "url.scheme": url.scheme}
+    if url.port is not None:
+        found["server.port"] = url.port
+    return found
+
+
+async def traced_request(transport: HTTPTransport, method: str, path: str, **call: Any) -> Response:
+    """`transport.request(method, path, **call)` inside a CLIENT span of its own."""
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    if not isinstance(transport.sender, TracedSender):
+        transport.sender = TracedSender(transport.sender)
+    url = transport.url_for(path)  # the base URL never holds credentials (validated)
+    attributes: dict[str, str | int] = {
+        "http.request.method": method,
+        "url.full": str(url),
+        **_server(url),
+    }
+    with _telemetry.tracer().start_as_current_span(
+        method, kind=SpanKind.CLIENT, attributes=attributes, set_status_on_exception=False
+    ) as span:
+        state = _Call(span, time.monotonic())
+        token = _CALL.set(state)
+        try:
+            response = await transport.request(method, path, **call)
+        except Exception as exc:
+            status = getattr(exc, "status", None)
+            if isinstance(status, int):
+                span.set_attribute("http.response.status_code", status)
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.set_status(StatusCode.ERROR, type(exc).__qualname__)
+            raise
+        finally:
+            _CALL.reset(token)
+            if state.sends > 1:
+                span.set_attribute("http.request.resend_count", state.sends - 1)
+        span.set_attribute("http.response.status_code", response.status)
+        return response
+
+
+@attrs.define
+class TracedSender:
+    """A `Sender` that records each HTTP request's duration and tells the traced call in
+    this context what happened before the send (see the module's docstring)."""
+
+    inner: Sender
+
+    def open(self) -> None:
+        self.inner.open()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def send(self, request: OutgoingRequest) -> RawResponse:
+        call = _CALL.get()
+        started = time.monotonic()
+        if call is not None:
+            _before_send(call, started)
+        try:
+            raw = await self.inner.send(request)
+        except SendError as failure:
+            error = type(failure.error).__qualname__
+            self._record(request, started, None, error, call)
+            raise
+        self._record(request, started, raw.status, None, call)
+        return raw
+
+    @staticmethod
+    def _record(
+        request: OutgoingRequest,
+        started: float,
+        status: int | None,
+        error: str | None,
+        call: _Call | None,
+    ) -> None:
+        ended = time.monotonic()
+        attributes: dict[str, str | int] = {
+            "http.request.method": request.method,
+            **_server(request.url),
+        }
+        if status is not None:
+            attributes["http.response.status_code"] = status
+            if status >= 400:
+                error = str(status)
+        if error is not None:
+            attributes["error.type"] = error
+        _telemetry.histogram(
+            "http.client.request.duration",
+            "s",
+            "Duration of HTTP client requests.",
+            DURATION_BUCKETS,
+        ).record(ended - started, attributes)
+        if call is not None:
+            call.sends += 1
+            call.last, call.last_status, call.last_error = ended, status, error
+
+
+def _before_send(call: _Call, now: float) -> None:
+    waited = now - call.last
+    if call.sends == 0:
+        if waited >= _WAIT_WORTH_TELLING:
+            call.span.add_event("invoicing.budget.wait", {"invoicing.wait.seconds": waited})
+        return
+    if call.last_status is not None and 300 <= call.last_status < 400:
+        call.span.add_event("http.redirect", {"http.response.status_code": call.last_status})
+        return
+    after: dict[str, str | int | float] = {
+        "http.request.resend_count": call.sends,
+        "invoicing.wait.seconds": waited,
+    }
+    if call.last_status is not None:
+        after["http.response.status_code"] = call.last_status
+    if call.last_error is not None:
+        after["error.type"] = call.last_error
+    call.span.add_event("http.retry", after)
