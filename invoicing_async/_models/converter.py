@@ -43,8 +43,8 @@ converter = cattrs.Converter()
 # Amounts, rates and timestamps repeat within a response and across a sync (an invoice's
 # lines share its prices and times): parsed once, the same immutable value is reused.
 # A C-level cache, safe across threads; refusals raise and are not cached.
-_decimal_text = functools.lru_cache(maxsize=4096)(parse_decimal)
-_datetime_text = functools.lru_cache(maxsize=4096)(parse_datetime)
+decimal_text = functools.lru_cache(maxsize=4096)(parse_decimal)
+datetime_text = functools.lru_cache(maxsize=4096)(parse_datetime)
 
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
@@ -52,7 +52,7 @@ def _decimal(value: Any, _: Any) -> Decimal | None:
     if cls is Decimal:
         return typing.cast(Decimal, value)
     if cls is str:
-        return _decimal_text(value) if value.strip() else None
+        return decimal_text(value) if value.strip() else None
     if cls is int:
         return Decimal(value)
     if cls is float:
@@ -127,7 +127,7 @@ def _datetime(value: Any, _: Any) -> dt.datetime | None:
         result = typing.cast(dt.datetime, value)
         return result if result.tzinfo else result.replace(tzinfo=dt.timezone.utc)
     if cls is str:
-        return _datetime_text(value) if value.strip() else None
+        return datetime_text(value) if value.strip() else None
     raise DecodeError(f"expected a datetime, got {_kind(value)}")
 
 
@@ -232,8 +232,8 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                     kwargs[name] = value
                     continue
             elif kind == _DECIMAL and value.__class__ is str and value[:1].isdigit():
-                try:  # JSON's amounts are text: parsed once each (`_decimal_text`)
-                    kwargs[name] = _decimal_text(value)
+                try:  # JSON's amounts are text: parsed once each (`decimal_text`)
+                    kwargs[name] = decimal_text(value)
                     continue
                 except DecodeError:
                     pass  # `hook` says what is wrong, named below

@@ -28,7 +28,11 @@ from invoicing_async._models.documents import (
 )
 from invoicing_async._models.invoice import Invoice
 from invoicing_async._models.payloads import snake_name, unwrap_root
-from invoicing_async._models.strict_json import checked_invoice, invoice_columns
+from invoicing_async._models.strict_json import (
+    checked_invoice,
+    invoice_columns,
+    structure_member,
+)
 from invoicing_async._wire.json import decode_json, encode_document, split_members
 from invoicing_async._wire.xml import BadMember, decode_xml_members
 from invoicing_async.errors import DecodeError
@@ -72,7 +76,7 @@ class InvoiceDocument:
         """The invoice as a model (decoded once, then kept)."""
         if self._model is None:
             if self._content is not None:
-                self._model = structure(self._content, Invoice)
+                self._model = structure_member(self._content, Invoice)
                 self._content = None
             else:
                 self._model = load_model(self.document, "json", Invoice)

@@ -54,6 +54,8 @@ def id_of(target: int | IdentifiedT, cls: type[IdentifiedT]) -> int:
 
 def segment(value: str | int) -> str:
     """One URL path segment, escaped (`2014/0096` must not become two segments)."""
+    if value.__class__ is int:
+        return str(value)  # digits and "-": nothing to escape
     return quote(str(value), safe="")
 
 

@@ -6,6 +6,7 @@ another URL (the https upgrade) is signed again. Secrets never appear in `repr`.
 
 from __future__ import annotations
 
+import functools
 import typing
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,6 +28,13 @@ class Auth(Protocol):
     ) -> dict[str, str]: ...
 
 
+# The header of a user is the same on every call: encoded once (it holds the password,
+# as the `BasicAuth` it is made from does; a handful of users per process at most).
+@functools.lru_cache(maxsize=64)
+def _basic_header(username: str, password: str) -> str:
+    return aiohttp.encode_basic_auth(username, password)
+
+
 @attrs.frozen(repr=False)
 class BasicAuth:
     """HTTP Basic with a user of the account (the service advises a dedicated API user)."""
@@ -41,7 +49,7 @@ class BasicAuth:
         body: bytes | None,  # noqa: ARG002
         content_type: str | None,  # noqa: ARG002
     ) -> dict[str, str]:
-        return {"Authorization": aiohttp.encode_basic_auth(self.username, self.password)}
+        return {"Authorization": _basic_header(self.username, self.password)}
 
     def __repr__(self) -> str:
         return f"BasicAuth(username={self.username!r}, password='***')"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl as ssl_module
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import aiohttp
 import attrs
@@ -298,27 +299,35 @@ class HTTPTransport:
         self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
     ) -> tuple[Response, float | None]:
         """One request, following the service's http->https redirect on the same host."""
-        seen = frozenset({str(url)})
+        text = str(url)  # formatted once per hop: auth, loop detection and the response
+        seen = frozenset({text})
         for _ in range(MAX_REDIRECTS + 1):
-            raw, retry_after = await self._send_once(method, url, body, attempt, opts)
+            raw, retry_after = await self._send_once(method, url, text, body, attempt, opts)
             hop = next_hop(method, url, raw.status, raw.headers.get("Location"), body, seen=seen)
             if hop is None:
                 response = Response(
                     status=raw.status,
                     headers=raw.headers,
                     body=raw.body,
-                    url=str(url),
+                    url=text,
                     method=method,
                 )
                 return response, retry_after
             if hop.upgraded:
                 self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
             method, url, body = hop.method, hop.url, hop.body
-            seen = seen | {str(url)}
+            text = str(url)
+            seen = seen | {text}
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
 
     async def _send_once(
-        self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
+        self,
+        method: str,
+        url: URL,
+        url_text: str,
+        body: bytes | None,
+        attempt: int,
+        opts: CallOptions,
     ) -> tuple[RawResponse, float | None]:
         self._check_open()
         permit = await self._budget.acquire(
@@ -329,7 +338,7 @@ class HTTPTransport:
         headers = {"Accept": CONTENT_TYPES[self.fmt], "User-Agent": self.user_agent}
         if content_type is not None:
             headers["Content-Type"] = content_type
-        headers.update(self.auth.headers_for(method, str(url), body, content_type))
+        headers.update(self.auth.headers_for(method, url_text, body, content_type))
         request = OutgoingRequest(
             method=method,
             url=url,
@@ -413,10 +422,11 @@ class BoundTransport:
     def fmt(self) -> Format:
         return self.transport.fmt
 
-    async def request(
+    def request(
         self, method: str, path: str, *, body: bytes | None = None, idempotent: bool = False
-    ) -> Response:
-        return await self.transport.request(
+    ) -> Coroutine[Any, Any, Response]:
+        """The transport's `request` with these settings (its coroutine, not another)."""
+        return self.transport.request(
             method, path, body=body, options=self.options, idempotent=idempotent
         )
 

@@ -111,7 +111,8 @@ class AiohttpSender:
 
     async def send(self, request: OutgoingRequest) -> RawResponse:
         self.open()
-        await self._keep()
+        if self._keeper is None:
+            await self._keep()
         assert self._session is not None
         try:
             async with self._session.request(
@@ -152,12 +153,12 @@ JOIN_OFF_LOOP_BYTES = 1 << 20
 async def _read_limited(resp: aiohttp.ClientResponse, request: OutgoingRequest) -> bytes:
     """The body, refusing to read past `max_response_bytes` (decompressed)."""
     limit = request.max_response_bytes
-    where = f"{request.method} {request.url}"
-    if resp.content_length is not None and resp.content_length > limit:
+    length = resp.content_length  # parsed from the header on each access
+    if length is not None and length > limit:
         raise ResponseTooLargeError(
-            f"{where}: response of {resp.content_length} bytes exceeds max_response_bytes={limit}"
+            f"{request.method} {request.url}: response of {length} bytes "
+            f"exceeds max_response_bytes={limit}"
         )
-    length = resp.content_length
     if (
         length is not None
         and length <= JOIN_OFF_LOOP_BYTES
@@ -171,7 +172,8 @@ async def _read_limited(resp: aiohttp.ClientResponse, request: OutgoingRequest) 
         total += len(chunk)
         if total > limit:
             raise ResponseTooLargeError(
-                f"{where}: response exceeds max_response_bytes={limit}; not read further"
+                f"{request.method} {request.url}: response exceeds "
+                f"max_response_bytes={limit}; not read further"
             )
         chunks.append(chunk)
     if total > JOIN_OFF_LOOP_BYTES:
