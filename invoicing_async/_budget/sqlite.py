@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 
 from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal, Unit
 from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._sqlite import retry_locked
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
 __all__ = ["SKEW_TOLERANCE", "SQLiteBudgetStore", "sqlite_path"]
@@ -80,8 +81,12 @@ class SQLiteBudgetStore:
                 db = sqlite3.connect(
                     self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
                 )
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
+
+                def prepare() -> None:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.executescript(_SCHEMA)
+
+                retry_locked(prepare, self._timeout)
             except (OSError, sqlite3.Error) as exc:
                 raise BudgetUnavailableError(
                     f"file {self.path}: {exc}; check the path and its permissions"

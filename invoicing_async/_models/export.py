@@ -141,7 +141,7 @@ def _strict_document(document: bytes) -> Any:
 
     try:
         decoded: Any = msgspec.json.decode(document, type=_document_struct())
-    except msgspec.DecodeError:  # ValidationError included
+    except (msgspec.DecodeError, ValueError):  # ValidationError included; ValueError: not UTF-8
         return None
     return decoded.invoice
 

@@ -266,7 +266,7 @@ def load_closed(body: bytes, cls: type[M]) -> M | None:
         decoder = _DOCUMENTS[cls] = msgspec.json.Decoder(document)
     try:
         checked = decoder.decode(body)
-    except msgspec.DecodeError:  # ValidationError included
+    except (msgspec.DecodeError, ValueError):  # ValidationError included; ValueError: not UTF-8
         return None
     try:
         model: M = _build(cls, True)(getattr(checked, ROOTS[cls][0]), None)

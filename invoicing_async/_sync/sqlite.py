@@ -10,7 +10,6 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -19,6 +18,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async._sqlite import retry_locked
 from invoicing_async._sync.store import (
     BatchResult,
     PendingEntry,
@@ -96,21 +96,15 @@ class SQLiteStore:
         """Check the version, set WAL and migrate. Processes opening one new file at once
         can meet SQLITE_BUSY that SQLite reports without waiting (switching to WAL, or a
         read upgrading to a write): those steps are tried again until `busy_timeout`."""
-        deadline = time.monotonic() + busy_timeout
-        delay = 0.01
-        while True:
-            try:
-                self._check_version()  # reads only: a file we cannot use is left as it is
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute("PRAGMA foreign_keys=ON")
-                self._migrate()
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
+
+        def prepare() -> None:
+            self._check_version()  # reads only: a file we cannot use is left as it is
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+
+        retry_locked(prepare, busy_timeout)
 
     def _error(self, doing: str, exc: sqlite3.Error) -> StoreError:
         """A `StoreError` that names the file, SQLite's cause and what to do."""

@@ -311,3 +311,17 @@ async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
         holder.execute("ROLLBACK")
         holder.close()
     await budget.close()
+
+
+async def test_budgets_opening_one_new_sqlite_file_at_once_all_open(tmp_path: Path) -> None:
+    """Switching a new file to WAL is refused without waiting ("database is locked") to
+    the others opening it at the same moment: they try again within the store timeout."""
+    for trial in range(20):
+        url = f"sqlite:///{tmp_path / f'new-{trial}.db'}"
+        budgets = [ia.RateBudget(limit=50, shared=url, key="k") for _ in range(6)]
+        try:
+            permits = await asyncio.gather(*(BudgetHooks(b).acquire(max_wait=0) for b in budgets))
+        finally:
+            for budget in budgets:
+                await budget.close()
+        assert len(permits) == 6
