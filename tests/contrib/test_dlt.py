@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import math
-import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -20,31 +18,18 @@ from invoicing_async import RateBudget
 from invoicing_async.contrib.dlt import invoicing_source
 from invoicing_async.models import InvoicePayment
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
+from tests.conftest import running_in_thread
 
 pytestmark = pytest.mark.slow  # dlt pipelines on DuckDB, seconds each
 
 INVOICES = 250
 
 
-@contextlib.contextmanager
-def serving(service: FakeInvoicingService) -> Iterator[FakeInvoicingService]:
-    """The fake service on a loop of its own: `pipeline.run` blocks the test's thread."""
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(service.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield service
-    finally:
-        asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
-
-
 @pytest.fixture
 def service() -> Iterator[FakeInvoicingService]:
-    with serving(FakeInvoicingService(invoices=INVOICES, tls=False, limit=10**6)) as service:
+    with running_in_thread(
+        FakeInvoicingService(invoices=INVOICES, tls=False, limit=10**6)
+    ) as service:
         service.account.record_bodies = False
         yield service
 
@@ -214,7 +199,9 @@ def test_invoices_read_within_their_revision_second_are_read_once_more(
 ) -> None:
     """Revisions are whole seconds: an invoice read in the second of its revision may
     change again under the same revision, so the next load fetches it again (once)."""
-    with serving(FakeInvoicingService(tls=False, clock=FakeClock(frozen=True))) as service:
+    with running_in_thread(
+        FakeInvoicingService(tls=False, clock=FakeClock(frozen=True))
+    ) as service:
         service.account.record_bodies = False
         populate(service.account, 5)
         ids = sorted(service.account.invoices)
