@@ -49,17 +49,18 @@ def main(argv: list[str]) -> int:
         module = importlib.import_module(f"benchmarks.{name}")
         results.extend(module.run())
         print(f"{name}: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    record(results, time.perf_counter() - started, partial=bool(argv))
+    record(results, time.perf_counter() - started)
     print(table(results))
     return 0 if all(r.met for r in results) else 1
 
 
-def record(results: list[Result], seconds: float, *, partial: bool) -> None:
-    """Write latest.json; a partial run updates its rows and keeps the others."""
+def record(results: list[Result], seconds: float) -> None:
+    """Write latest.json: the run's rows replace theirs and the others are kept, so the
+    figures of benchmarks not run (the optional fleet runs) stay for the docs' tables."""
     LATEST.parent.mkdir(exist_ok=True)
     fresh = {r.name: r.as_dict() for r in results}
     kept = []
-    if partial and LATEST.exists():
+    if LATEST.exists():
         kept = [r for r in json.loads(LATEST.read_text())["results"] if r["name"] not in fresh]
     payload = {
         "python": platform.python_version(),
