@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal, Unit
@@ -28,6 +28,15 @@ from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 __all__ = ["SKEW_TOLERANCE", "SQLiteBudgetStore", "sqlite_path"]
 
 T = TypeVar("T")
+
+
+class FileTime(NamedTuple):
+    """The times one operation on the file uses: `take` to see which units are back,
+    `settle` to date a settled unit (see `SQLiteBudgetStore._now`)."""
+
+    take: float
+    settle: float
+
 
 #: Seconds a process's clock may run ahead of the others' without letting units back early.
 SKEW_TOLERANCE = 60.0
@@ -94,7 +103,7 @@ class SQLiteBudgetStore:
             self._db = db
         return self._db
 
-    async def _run(self, operation: Callable[[sqlite3.Connection, float], T]) -> T:
+    async def _run(self, operation: Callable[[sqlite3.Connection, FileTime], T]) -> T:
         def work() -> T:
             with self._lock:
                 db = self._connect()
@@ -112,13 +121,15 @@ class SQLiteBudgetStore:
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
-    def _now(self, db: sqlite3.Connection) -> float:
-        """The file's time: never behind any process's earlier operation, and advanced by
-        this process only as far as its own clock has run since it first used the file.
+    def _now(self, db: sqlite3.Connection) -> FileTime:
+        """The times of one operation: each errs on the side of returning units later.
 
-        A process whose clock is ahead of the file's by up to `SKEW_TOLERANCE` follows the
-        file's time instead of its own (it would return units others took early); further
-        ahead, the gap is taken as time that passed while no process used the file.
+        A unit is settled at the file's high-water time (never behind what any process
+        has written), so no process's slow clock returns it early. Units are taken by this
+        process's own clock, less how far it ran ahead of the file's time when it first
+        used the file (up to `SKEW_TOLERANCE`): a clock that is ahead does not see units
+        back early, and a gap that was only idle time makes this process see them late,
+        never early.
         """
         mine = self._clock()
         row = db.execute("SELECT now FROM budget_clock WHERE id = 1").fetchone()
@@ -126,15 +137,13 @@ class SQLiteBudgetStore:
         if self._offset is None:
             gap = 0.0 if high is None else mine - high
             self._offset = -gap if 0.0 < gap <= SKEW_TOLERANCE else 0.0
-        now = mine + self._offset
-        if high is not None and now < high:
-            now = high
+        settle = mine if high is None else max(mine, high)
         db.execute(
             "INSERT INTO budget_clock (id, now) VALUES (1, ?)"
             " ON CONFLICT (id) DO UPDATE SET now = excluded.now",
-            (now,),
+            (settle,),
         )
-        return now
+        return FileTime(take=mine + self._offset, settle=settle)
 
     @staticmethod
     def _load(db: sqlite3.Connection, key: str, params: LedgerParams) -> MemoryLedger:
@@ -157,14 +166,19 @@ class SQLiteBudgetStore:
         db.executemany("INSERT OR REPLACE INTO budget_units VALUES (?, ?, ?, ?)", changed)
 
     def _apply(
-        self, key: str, params: LedgerParams, change: Callable[[MemoryLedger, float], T]
-    ) -> Callable[[sqlite3.Connection, float], tuple[T, LedgerView]]:
-        def operation(db: sqlite3.Connection, now: float) -> tuple[T, LedgerView]:
+        self,
+        key: str,
+        params: LedgerParams,
+        change: Callable[[MemoryLedger, float], T],
+        *,
+        settling: bool = False,
+    ) -> Callable[[sqlite3.Connection, FileTime], tuple[T, LedgerView]]:
+        def operation(db: sqlite3.Connection, now: FileTime) -> tuple[T, LedgerView]:
             ledger = self._load(db, key, params)
             before = {u.id: (u.taken_at, u.returns_at) for u in ledger.units.values()}
-            result = change(ledger, now)
+            result = change(ledger, now.settle if settling else now.take)
             self._save(db, key, before, ledger)
-            return result, ledger.view(now)
+            return result, ledger.view(now.take)
 
         return operation
 
@@ -188,7 +202,7 @@ class SQLiteBudgetStore:
         def change(ledger: MemoryLedger, now: float) -> None:
             ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
 
-        _, view = await self._run(self._apply(key, params, change))
+        _, view = await self._run(self._apply(key, params, change, settling=True))
         return view
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:

@@ -288,6 +288,29 @@ async def test_a_process_whose_clock_runs_ahead_lets_no_unit_back_early(tmp_path
     await fast.close()
 
 
+async def test_a_process_that_first_opens_the_file_after_a_pause_returns_no_unit_early(
+    tmp_path: Path,
+) -> None:
+    """A second process first using the file 10 s after the last operation on it (time
+    that only passed, not a clock ahead): the unit it settles must not come back to the
+    first one before the window of its request is over (the bench's 403s with SQLite)."""
+    now = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    first_store = SQLiteBudgetStore(url, clock=lambda: now[0])
+    later_store = SQLiteBudgetStore(url, clock=lambda: now[0])
+    first = ia.RateBudget(2, 4.0, key="acme", store=first_store)
+    later = ia.RateBudget(2, 4.0, key="acme", store=later_store)
+    await spend(first)  # back at +4 s
+    now[0] += 10.0
+    await spend(later)  # sent and answered now: its window at the server runs to +14 s
+    now[0] += 0.1
+    await spend(first)  # the first unit, back since +4 s
+    with pytest.raises(ia.RateLimitExceeded):
+        await spend(first)  # the later one's unit is not back for 4 s
+    await first_store.close()
+    await later_store.close()
+
+
 async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
     tmp_path: Path,
 ) -> None:
