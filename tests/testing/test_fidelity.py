@@ -139,19 +139,27 @@ DATE_VALUES = [
 ]
 
 
+async def pay_on(
+    http: aiohttp.ClientSession, fmt: str, invoice_id: int | None, payment_date: object
+) -> tuple[int, bytes]:
+    """POST a cash payment of 10.00 dated `payment_date` as written: status and body."""
+    payment = {"payment_method": "cash", "price": "10.00", "payment_date": payment_date}
+    async with http.post(
+        f"{API}/invoices/{invoice_id}/payments.xml",
+        data=body(fmt, "payment", payment),
+        headers=HEADERS[fmt],
+    ) as resp:
+        return resp.status, await resp.read()
+
+
 async def test_payment_date_given_as_a_timestamp_keeps_its_date(
     http: aiohttp.ClientSession, client: ia.InvoicingClient, fmt: str
 ) -> None:
     invoice = await open_invoice(client)
     for value in DATE_VALUES:
-        payment = {"payment_method": "cash", "price": "10.00", "payment_date": value}
-        async with http.post(
-            f"{API}/invoices/{invoice.id}/payments.xml",
-            data=body(fmt, "payment", payment),
-            headers=HEADERS[fmt],
-        ) as resp:
-            assert resp.status == 201, await resp.text()
-            answer = load_model(await resp.read(), fmt_of(fmt), m.Invoice)
+        status, text = await pay_on(http, fmt, invoice.id, value)
+        assert status == 201, text
+        answer = load_model(text, fmt_of(fmt), m.Invoice)
         assert answer.payments[-1].payment_date == dt.date(2026, 11, 24), value
 
 
@@ -206,14 +214,9 @@ async def test_what_is_no_timestamp_is_still_refused(
 ) -> None:
     invoice = await open_invoice(client)
     for value in NOT_DATES:
-        payment = {"payment_method": "cash", "price": "10.00", "payment_date": value}
-        async with http.post(
-            f"{API}/invoices/{invoice.id}/payments.xml",
-            data=body(fmt, "payment", payment),
-            headers=HEADERS[fmt],
-        ) as resp:
-            assert resp.status == 422, value
-            assert "not a date" in await resp.text()
+        status, text = await pay_on(http, fmt, invoice.id, value)
+        assert status == 422, value
+        assert b"not a date" in text
 
 
 def test_our_decoder_reads_a_date_attribute_sent_as_a_timestamp(fmt: str) -> None:
