@@ -38,7 +38,7 @@ from invoicing_async.errors import (
 
 T = TypeVar("T")
 
-__all__ = ["BudgetHooks", "BudgetSnapshot", "Permit", "RateBudget"]
+__all__ = ["BudgetHooks", "BudgetSnapshot", "RateBudget"]
 
 logger = logging.getLogger("invoicing_async.budget")
 
@@ -71,14 +71,6 @@ class BudgetSnapshot:
     server_remaining: int | None
     refill_in: float
     shared: bool
-
-
-@attrs.frozen
-class Permit:
-    """The unit a request took; hand it back through `settle`/`observe`."""
-
-    unit: str
-    taken_at: float
 
 
 class RateBudget:
@@ -174,7 +166,7 @@ class RateBudget:
 
     async def _acquire(
         self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
-    ) -> Permit:
+    ) -> Grant:
         """Wait for a unit and take it.
 
         Raises `RateLimitExceeded` at once (without sleeping) when the wait would be
@@ -188,7 +180,7 @@ class RateBudget:
         if self._pacer is not None:
             await self._pacer.acquire()
         taken = await self._take(hold, keep, deadline, max_wait)
-        if isinstance(taken, Permit):
+        if isinstance(taken, Grant):
             return taken
         # Wait in line: one caller of this process asks the store at a time, so a crowd
         # of callers does not wake at once and stampede a shared store.
@@ -200,15 +192,41 @@ class RateBudget:
         try:
             while True:
                 taken = await self._take(hold, keep, deadline, max_wait)
-                if isinstance(taken, Permit):
+                if isinstance(taken, Grant):
                     return taken
                 await asyncio.sleep(min(taken, _SHARED_POLL) if self.shared else taken)
         finally:
             line.release()
 
+    def _take_at_once(self, *, background: bool, hold: float | None) -> Grant | None:
+        """A unit without awaiting, when the ledger is in this process and nothing paces
+        requests; None when the caller must `_acquire` (it may wait, or ask a store)."""
+        local = self._local
+        if local is None or self._pacer is not None:
+            return None
+        result = local.take_now(
+            self._key(),
+            self,
+            hold=DEFAULT_HOLD if hold is None else hold,
+            keep=self.reserve if background else 0,
+        )
+        return result if result.__class__ is Grant else None
+
+    def _observe_at_once(self, permit: Grant, *, limit: int | None, remaining: int | None) -> bool:
+        """`_observe` without awaiting, when the ledger is in this process; False when
+        the caller must await `_observe`."""
+        local = self._local
+        if local is None:
+            return False
+        self._note_server(limit, remaining)
+        local.settle_now(
+            self._key(), self, permit.unit, permit.taken_at, sent=True, remaining=remaining
+        )
+        return True
+
     async def _take(
         self, hold: float, keep: int, deadline: float | None, max_wait: float | None
-    ) -> Permit | float:
+    ) -> Grant | float:
         """One try: the permit, or the seconds to sleep before the next try."""
         if self._local is not None:
             result = self._local.take_now(self._key(), self, hold=hold, keep=keep)
@@ -222,7 +240,7 @@ class RateBudget:
                 raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
             self._remember(view)
         if isinstance(result, Grant):
-            return Permit(result.unit, result.taken_at)
+            return result
         wait = result.wait + _WAKE_MARGIN
         left = _left(deadline)
         if left is not None and wait > left + 1e-9:
@@ -238,19 +256,22 @@ class RateBudget:
             retry_after=wait,
         )
 
-    async def _settle(self, permit: Permit, *, sent: bool = True) -> None:
+    async def _settle(self, permit: Grant, *, sent: bool = True) -> None:
         """The request got no response. `sent=False`: it never left, the unit comes back."""
         await self._update(permit, sent=sent, remaining=None)
 
-    async def _observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+    async def _observe(self, permit: Grant, *, limit: int | None, remaining: int | None) -> None:
         """The response to `permit`'s request arrived with these rate headers."""
+        self._note_server(limit, remaining)
+        await self._update(permit, sent=True, remaining=remaining)
+
+    def _note_server(self, limit: int | None, remaining: int | None) -> None:
         if limit is not None:
             self._server_limit = limit
         if remaining is not None:
-            self._server_remaining = max(0, remaining)
-        await self._update(permit, sent=True, remaining=remaining)
+            self._server_remaining = remaining if remaining > 0 else 0
 
-    async def _exhausted(self, permit: Permit) -> float:
+    async def _exhausted(self, permit: Grant) -> float:
         """The server refused `permit`'s request for the budget; returns the estimated wait.
 
         Every user of this budget (every process, when shared) stops until then.
@@ -259,7 +280,7 @@ class RateBudget:
         await self._update(permit, sent=True, remaining=0)
         return self.time_for(1)
 
-    async def _update(self, permit: Permit, *, sent: bool, remaining: int | None) -> None:
+    async def _update(self, permit: Grant, *, sent: bool, remaining: int | None) -> None:
         if self._local is not None:
             self._local.settle_now(
                 self._key(), self, permit.unit, permit.taken_at, sent=sent, remaining=remaining
@@ -392,21 +413,32 @@ class BudgetHooks:
 
     async def acquire(
         self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
-    ) -> Permit:
+    ) -> Grant:
         """Wait for a unit and take it (`RateLimitExceeded` past `max_wait`)."""
         return await self.budget._acquire(  # noqa: SLF001
             max_wait=max_wait, background=background, hold=hold
         )
 
-    async def settle(self, permit: Permit, *, sent: bool = True) -> None:
+    def take_at_once(self, *, background: bool = False, hold: float | None = None) -> Grant | None:
+        """A unit now, without awaiting, when that needs no I/O and no wait (the budget
+        is in this process and unpaced, and a unit is free); None: `acquire` instead."""
+        return self.budget._take_at_once(background=background, hold=hold)  # noqa: SLF001
+
+    def observe_at_once(self, permit: Grant, *, limit: int | None, remaining: int | None) -> bool:
+        """`observe` without awaiting when that needs no I/O; False: await `observe`."""
+        return self.budget._observe_at_once(  # noqa: SLF001
+            permit, limit=limit, remaining=remaining
+        )
+
+    async def settle(self, permit: Grant, *, sent: bool = True) -> None:
         """The request got no response; `sent=False`: it never left."""
         await self.budget._settle(permit, sent=sent)  # noqa: SLF001
 
-    async def observe(self, permit: Permit, *, limit: int | None, remaining: int | None) -> None:
+    async def observe(self, permit: Grant, *, limit: int | None, remaining: int | None) -> None:
         """The response arrived with these rate headers."""
         await self.budget._observe(permit, limit=limit, remaining=remaining)  # noqa: SLF001
 
-    async def exhausted(self, permit: Permit) -> float:
+    async def exhausted(self, permit: Grant) -> float:
         """The server refused the request for the budget; returns the estimated wait."""
         return await self.budget._exhausted(permit)  # noqa: SLF001
 

@@ -15,6 +15,9 @@ and the ledger can never wedge.
 
 Every operation is O(log n) (amortised) in the units held: units are indexed by return
 time and by take time (sorted lists and heaps), and counts are kept, never scanned for.
+A request in flight is kept out of the sorted index until its return time is known, so
+the common call (take, then settle with a reassuring server) costs one sorted insertion
+for each of the two indexes and nothing proportional to the units held.
 
 `MemoryLedger` holds this state in a process; the SQLite store loads it into one and
 writes it back in a transaction; PostgreSQL and Redis run the same rule server-side
@@ -25,9 +28,9 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from collections.abc import Iterator, Sequence
-from typing import overload
+from random import getrandbits
+from typing import NamedTuple, overload
 
 import attrs
 from sortedcontainers import SortedList
@@ -44,13 +47,20 @@ __all__ = [
 
 
 def new_unit_id(phantom: bool = False) -> str:
-    """A unit's id; phantom ids start with "p" (the native backends rely on this)."""
-    return ("p" if phantom else "r") + os.urandom(8).hex()
+    """A unit's id; phantom ids start with "p" (the native backends rely on this).
+
+    64 random bits, unique among the units of a shared ledger; `random` is reseeded in a
+    forked child, so a fork does not repeat its parent's ids.
+    """
+    return f"{'p' if phantom else 'r'}{getrandbits(64):016x}"
 
 
-@attrs.define
-class Unit:
-    """One unit out: taken at `taken_at`, free again at `returns_at` (the ledger's clock)."""
+class Unit(NamedTuple):
+    """One unit out: taken at `taken_at`, free again at `returns_at` (the ledger's clock).
+
+    A tuple of atomic values, so the garbage collector stops tracking it: a ledger
+    holding 30,000 units adds nothing to the collector's full passes.
+    """
 
     id: str
     taken_at: float
@@ -90,18 +100,42 @@ class LedgerView:
         return max(0, self.limit - self.in_use)
 
 
+def nth_return(placed: SortedList[tuple[float, str]], flying: Sequence[float], n: int) -> float:
+    """The `n`-th soonest return (1-based) of two sorted sets of units, in
+    O(log k · log n) (k: units in flight), without merging them."""
+    # i units from `flying`, n - i from `placed`: the least i whose next flying unit
+    # does not come back before the last placed unit chosen.
+    lo, hi = max(0, n - len(placed)), min(n, len(flying))
+    while lo < hi:
+        i = (lo + hi) // 2
+        if flying[i] < placed[n - i - 1][0]:
+            lo = i + 1
+        else:
+            hi = i
+    last_flying = flying[lo - 1] if lo > 0 else -math.inf
+    last_placed = placed[n - lo - 1][0] if n - lo > 0 else -math.inf
+    return max(last_flying, last_placed)
+
+
 class ReturnsIn(Sequence[float]):
-    """Seconds until each unit comes back, soonest first, read from the ledger's order
-    without copying it; valid until the ledger changes (a view is read at once)."""
+    """Seconds until each unit comes back, soonest first, read from the ledger's indexes
+    without copying them; valid until the ledger changes (a view is read at once)."""
 
-    __slots__ = ("_now", "_order")
+    __slots__ = ("_flying", "_ledger", "_now", "_placed")
 
-    def __init__(self, order: SortedList[tuple[float, str]], now: float) -> None:
-        self._order = order
+    def __init__(self, ledger: MemoryLedger, now: float) -> None:
+        self._ledger = ledger
+        self._placed = ledger._placed  # noqa: SLF001 - the ledger's own view
+        self._flying: list[float] | None = None
         self._now = now
 
+    def _flying_returns(self) -> list[float]:
+        if self._flying is None:
+            self._flying = self._ledger._flying_returns_sorted()  # noqa: SLF001
+        return self._flying
+
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._placed) + len(self._ledger._flying)  # noqa: SLF001
 
     @overload
     def __getitem__(self, index: int) -> float: ...
@@ -111,12 +145,20 @@ class ReturnsIn(Sequence[float]):
 
     def __getitem__(self, index: int | slice) -> float | Sequence[float]:
         if isinstance(index, slice):
-            return tuple(at - self._now for at, _ in self._order[index])
-        return self._order[index][0] - self._now
+            return tuple(self)[index]
+        size = len(self)
+        position = index + size if index < 0 else index
+        if not 0 <= position < size:
+            raise IndexError("returns_in index out of range")
+        flying = self._flying_returns()
+        if not flying:
+            return self._placed[position][0] - self._now
+        return nth_return(self._placed, flying, position + 1) - self._now
 
     def __iter__(self) -> Iterator[float]:
         now = self._now
-        return (at - now for at, _ in self._order)
+        placed = (at for at, _ in self._placed)
+        return (at - now for at in heapq.merge(placed, self._flying_returns()))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and tuple(self) == tuple(other)
@@ -131,20 +173,27 @@ class ReturnsIn(Sequence[float]):
 class MemoryLedger:
     """The ledger's state for one budget key, with the rule applied in Python.
 
-    `units` is read-only outside: every change goes through the indexes below.
+    `units` is read-only outside: every change goes through the indexes below. A
+    request's unit is *flying* from its take to its settle (its return time is not
+    final yet) and *placed* after, as is every phantom and every unit loaded from a
+    store: only placed units are kept sorted, so a call costs one sorted insertion.
     """
 
     def __init__(self, limit: int, period: float, units: dict[str, Unit] | None = None) -> None:
         self.limit = limit
         self.period = period
         self.units: dict[str, Unit] = units if units is not None else {}
-        # Every unit by return time: expiry, the n-th return, the view.
-        self._by_return: SortedList[tuple[float, str]] = SortedList(
+        # Placed units by return time: expiry, the n-th return, the view.
+        self._placed: SortedList[tuple[float, str]] = SortedList(
             (u.returns_at, u.id) for u in self.units.values()
         )
-        # Our own requests by take time: how many were taken after a given one.
-        self._real_by_taken: SortedList[tuple[float, str]] = SortedList(
-            (u.taken_at, u.id) for u in self.units.values() if not u.phantom
+        # Flying units, and a heap of their return times (an entry is live while its
+        # unit flies: a flying unit's return time never changes).
+        self._flying: set[str] = set()
+        self._flying_heap: list[tuple[float, str]] = []
+        # Take times of our own requests: how many were taken after a given one.
+        self._real_taken: SortedList[float] = SortedList(
+            u.taken_at for u in self.units.values() if not u.phantom
         )
         # Heaps with stale entries skipped on the way out (an entry is live while its
         # unit is held with that return time): the soonest of ours, the latest phantom.
@@ -153,22 +202,29 @@ class MemoryLedger:
         self._phantom_returns = [(-u.returns_at, u.id) for u in self.units.values() if u.phantom]
         heapq.heapify(self._phantom_returns)
         self.phantoms = len(self._phantom_returns)
+        # No unit comes back before this (it may be earlier than the truth, never later):
+        # until then, expiry has nothing to do.
+        self._next_due = self._placed[0][0] if self._placed else math.inf
 
     # -- the indexes ----------------------------------------------------------------------
 
-    def _add(self, unit: Unit) -> None:
+    def _place(self, unit: Unit) -> None:
+        self._placed.add((unit.returns_at, unit.id))
+        if unit.returns_at < self._next_due:
+            self._next_due = unit.returns_at
+
+    def _add_phantom(self, unit: Unit) -> None:
         self.units[unit.id] = unit
-        self._by_return.add((unit.returns_at, unit.id))
-        if unit.phantom:
-            self.phantoms += 1
-            heapq.heappush(self._phantom_returns, (-unit.returns_at, unit.id))
-        else:
-            self._real_by_taken.add((unit.taken_at, unit.id))
-            heapq.heappush(self._real_returns, (unit.returns_at, unit.id))
+        self._place(unit)
+        self.phantoms += 1
+        heapq.heappush(self._phantom_returns, (-unit.returns_at, unit.id))
 
     def _remove(self, unit: Unit) -> None:
         del self.units[unit.id]
-        self._by_return.remove((unit.returns_at, unit.id))
+        if unit.id in self._flying:
+            self._flying.discard(unit.id)  # its heap entry goes stale
+        else:
+            self._placed.remove((unit.returns_at, unit.id))
         self._forget(unit)
 
     def _forget(self, unit: Unit) -> None:
@@ -176,7 +232,7 @@ class MemoryLedger:
         if unit.phantom:
             self.phantoms -= 1
         else:
-            self._real_by_taken.remove((unit.taken_at, unit.id))
+            self._real_taken.remove(unit.taken_at)
         self._compact()
 
     def _compact(self) -> None:
@@ -192,6 +248,10 @@ class MemoryLedger:
                 (-u.returns_at, u.id) for u in self.units.values() if u.phantom
             ]
             heapq.heapify(self._phantom_returns)
+        if len(self._flying_heap) > 2 * len(self._flying) + 64:
+            units = self.units
+            self._flying_heap = [(units[i].returns_at, i) for i in self._flying]
+            heapq.heapify(self._flying_heap)
 
     def _live(self, returns_at: float, unit_id: str) -> bool:
         unit = self.units.get(unit_id)
@@ -204,34 +264,62 @@ class MemoryLedger:
         return heap[0][0] if heap else None
 
     def _reschedule(self, unit: Unit, returns_at: float) -> None:
-        self._by_return.remove((unit.returns_at, unit.id))
-        unit.returns_at = returns_at
-        self._by_return.add((returns_at, unit.id))
+        """Bring a placed unit back sooner."""
+        self._placed.remove((unit.returns_at, unit.id))
+        moved = self.units[unit.id] = Unit(unit.id, unit.taken_at, returns_at)
+        self._place(moved)
         if unit.phantom:
             heapq.heappush(self._phantom_returns, (-returns_at, unit.id))
         else:
             heapq.heappush(self._real_returns, (returns_at, unit.id))
 
+    def _flying_returns_sorted(self) -> list[float]:
+        units = self.units
+        return sorted(units[i].returns_at for i in self._flying)
+
+    def _nth_return(self, n: int) -> float:
+        flying = self._flying_returns_sorted()
+        if not flying:
+            return self._placed[n - 1][0]
+        return nth_return(self._placed, flying, n)
+
     # -- the rule -------------------------------------------------------------------------
 
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
-        order = self._by_return
-        while order and order[0][0] <= now:
-            _, unit_id = order.pop(0)
+        if now < self._next_due:
+            return
+        placed = self._placed
+        while placed and placed[0][0] <= now:
+            _, unit_id = placed.pop(0)
             self._forget(self.units.pop(unit_id))
+        heap, flying = self._flying_heap, self._flying
+        while heap and (heap[0][0] <= now or heap[0][1] not in flying):
+            _, unit_id = heapq.heappop(heap)
+            if unit_id in flying:
+                flying.discard(unit_id)
+                self._forget(self.units.pop(unit_id))
+        self._next_due = min(placed[0][0] if placed else math.inf, heap[0][0] if heap else math.inf)
 
     def take(self, now: float, *, hold: float, keep: int = 0) -> Grant | Refusal:
         """Take a unit if more than `keep` are free; else say when one will be."""
-        self.expire(now)
+        if now >= self._next_due:
+            self.expire(now)
         in_use = len(self.units)
         if self.limit - in_use > keep:
-            unit = Unit(new_unit_id(), now, now + self.period + hold)
-            self._add(unit)
-            return Grant(unit.id, now)
+            unit_id = new_unit_id()
+            returns_at = now + self.period + hold
+            self.units[unit_id] = Unit(unit_id, now, returns_at)
+            self._flying.add(unit_id)
+            heapq.heappush(self._flying_heap, (returns_at, unit_id))
+            heapq.heappush(self._real_returns, (returns_at, unit_id))
+            self._real_taken.add(now)
+            if returns_at < self._next_due:
+                self._next_due = returns_at
+            return Grant(unit_id, now)
         # Units that must come back before more than `keep` are free.
         needed = in_use - (self.limit - keep - 1)
-        at = self._by_return[needed - 1][0] if needed <= in_use else now + self.period
+        at = self._nth_return(needed) if needed <= in_use else now + self.period
         return Refusal(max(0.0, at - now))
 
     def settle(
@@ -249,30 +337,46 @@ class MemoryLedger:
         Otherwise it comes back `period` after now, and the server's `remaining` (0 for a
         refusal for the budget) corrects what is free.
         """
-        self.expire(now)
+        if now >= self._next_due:
+            self.expire(now)
         unit = self.units.get(unit_id)
         if not sent:
             if unit is not None:
                 self._remove(unit)
             return
-        if unit is not None and unit.returns_at > now + self.period:
-            self._reschedule(unit, now + self.period)
+        if unit is not None:
+            back = now + self.period
+            if unit_id in self._flying:
+                self._flying.discard(unit_id)  # its heap entry goes stale
+                if unit.returns_at > back:
+                    unit = self.units[unit_id] = Unit(unit_id, unit.taken_at, back)
+                    heapq.heappush(self._real_returns, (back, unit_id))
+                self._place(unit)
+                if len(self._flying_heap) > 2 * len(self._flying) + 64:
+                    self._compact()
+            elif unit.returns_at > back:
+                self._reschedule(unit, back)
         if remaining is not None:
             self.heed_server(now, unit_id, taken_at, remaining)
 
     def heed_server(self, now: float, unit_id: str, taken_at: float, remaining: int) -> None:
         """Fit the free units to the server's word on the request taken at `taken_at`."""
+        held = len(self.units)
+        free = self.limit - held
+        if not self.phantoms and free <= remaining - (held - self.phantoms):
+            # However many of ours went after that request, the server allows what is
+            # free, and there are no phantoms to hand back: nothing changes.
+            return
         # Requests taken after that one may not have been counted in `remaining` yet:
         # assume they were not. Those taken at the same instant count as before it: under a
         # coarse clock a burst shares one timestamp, and counting it as "after" would hold
         # back half the hour.
-        taken = self._real_by_taken
-        after = len(taken) - taken.bisect_left((math.nextafter(taken_at, math.inf), ""))
+        taken = self._real_taken
+        after = len(taken) - taken.bisect_right(taken_at)
         unit = self.units.get(unit_id)
         if unit is not None and not unit.phantom and unit.taken_at > taken_at:
             after -= 1
         allowed = remaining - after
-        free = self.limit - len(self.units)
         if free > allowed:
             self._burn(now, free - max(0, allowed), exhausted=allowed <= 0)
         elif free < allowed:
@@ -303,10 +407,8 @@ class MemoryLedger:
                 # probe's answer hands them back.
                 first, rest = now + self.period, now + 2 * self.period
         for i in range(count):
-            self._add(Unit(new_unit_id(phantom=True), now, first if i == 0 else rest))
+            self._add_phantom(Unit(new_unit_id(phantom=True), now, first if i == 0 else rest))
 
     def view(self, now: float) -> LedgerView:
         self.expire(now)
-        return LedgerView(
-            self.limit, len(self.units), self.phantoms, ReturnsIn(self._by_return, now)
-        )
+        return LedgerView(self.limit, len(self.units), self.phantoms, ReturnsIn(self, now))

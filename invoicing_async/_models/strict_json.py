@@ -65,7 +65,8 @@ def struct_for(cls: type[Model], *, closed: bool = False) -> type[msgspec.Struct
     """The strict struct of a model class (generated once, nested models included).
 
     A `closed` struct takes no field the models do not know (so every `extra` is empty)
-    and no list under another of its names, and keeps timestamps as text: what it reads
+    and no list under another of its names, and keeps timestamps and amounts as text
+    (parsed by the converter's own functions when built): what it reads
     from JSON is built without the decoded tree (`load_closed`)."""
     found = _STRUCTS.get((cls, closed))
     if found is not None:
@@ -74,8 +75,11 @@ def struct_for(cls: type[Model], *, closed: bool = False) -> type[msgspec.Struct
     for spec in field_specs(cls):
         if spec.item_model is not None:
             tp: Any = list[struct_for(spec.item_model, closed=closed)]  # type: ignore[misc]
-        elif closed and spec.base_type is dt.datetime:
-            tp = str  # parsed by the converter's own function when built
+        elif closed and spec.base_type in (dt.datetime, Decimal):
+            # Text parsed by the converter's own function when built (a C pattern check
+            # per amount cost more than the whole build): what it refuses, the converter
+            # reads and names.
+            tp = str | _Int64 if spec.base_type is Decimal else str
         else:
             tp = _SCALARS[spec.base_type]
         fields.append((spec.name, tp | None, msgspec.field(default=None, name=spec.wire)))
@@ -149,6 +153,17 @@ def _timestamp_text(text: str) -> dt.datetime | None:
     return datetime_text(text) if text.strip() else None
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
+def _amount(value: str | int | None) -> Decimal | None:
+    """An amount of a closed struct (text, an integer or null) as the converter reads
+    it; cached, so a repeated amount costs one C call."""
+    if value is None:
+        return None
+    if value.__class__ is str:
+        return decimal_text(value) if value.strip() else None
+    return Decimal(value)
+
+
 def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
     """`build(struct, tree)`: the model of a member its strict struct accepted, as the
     converter builds it, with one straight-line call of the class per member (the
@@ -166,6 +181,7 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
         "decimal_text": decimal_text,
         "datetime_text": datetime_text,
         "timestamp_text": _timestamp_text,
+        "amount": _amount,
     }
     args: list[str] = []
     known: set[str] = set()
@@ -183,6 +199,8 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
                 else f"i, t) for i, t in zip(s.{spec.name}, d[{spec.wire!r}])"
             )
             expr = f"[] if s.{spec.name} is None else [_build_{spec.name}({items}]"
+        elif spec.base_type is Decimal and closed:  # any text, as the converter reads it
+            expr = f"amount(s.{spec.name})"
         elif spec.base_type is Decimal:  # decimal text, or an integer
             value = f"s.{spec.name}"
             expr = (

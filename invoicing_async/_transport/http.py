@@ -20,7 +20,7 @@ from invoicing_async._models.documents import Format
 from invoicing_async._transport import telemetry as _telemetry
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.failures import SendError, describe_timeout
-from invoicing_async._transport.redirects import MAX_REDIRECTS, next_hop
+from invoicing_async._transport.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, next_hop
 from invoicing_async._transport.response import (
     Response,
     error_for,
@@ -33,7 +33,6 @@ from invoicing_async._transport.sender import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AiohttpSender,
     OutgoingRequest,
-    RawResponse,
     Sender,
 )
 from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
@@ -154,7 +153,7 @@ class HTTPTransport:
 
     # -- requests ----------------------------------------------------------------------
 
-    async def request(
+    def request(
         self,
         method: str,
         path: str,
@@ -162,7 +161,7 @@ class HTTPTransport:
         body: bytes | None = None,
         options: CallOptions | None = None,
         idempotent: bool = False,
-    ) -> Response:
+    ) -> Coroutine[Any, Any, Response]:
         """Send one API call with retries; returns the 2xx response or raises its error.
 
         `idempotent` marks a PUT that may be repeated after a 5xx or a lost answer (it
@@ -171,14 +170,23 @@ class HTTPTransport:
         With a `deadline`, the whole call (budget wait, every attempt and backoff) ends in
         `APITimeoutError` when it runs out; a budget wait longer than what is left fails at
         once with `RateLimitExceeded`, as `max_wait` does.
+
+        Returns the coroutine of the way the call goes (traced, within a deadline, or
+        plain) rather than awaiting it in one more frame.
         """
         opts = options or self.options
         if _telemetry.tracing():  # False at once without a configured OpenTelemetry
-            return await _telemetry.traced_request(
+            return _telemetry.traced_request(
                 self, method, path, body=body, options=opts, idempotent=idempotent
             )
         if opts.deadline is None:
-            return await self._request(method, path, body, opts, None, idempotent=idempotent)
+            return self._request(method, path, body, opts, None, idempotent=idempotent)
+        return self._request_within_deadline(method, path, body, opts, idempotent=idempotent)
+
+    async def _request_within_deadline(
+        self, method: str, path: str, body: bytes | None, opts: CallOptions, *, idempotent: bool
+    ) -> Response:
+        assert opts.deadline is not None
         attempts: list[int] = []
         loop = asyncio.get_running_loop()
         try:
@@ -241,22 +249,23 @@ class HTTPTransport:
                     await self._backoff(policy, method, url, attempt, None, str(failure.error))
                     continue
                 raise failure.error from failure.error.__cause__
+            status = response.status
+            if 200 <= status < 300:
+                return response
             if (
-                response.status in RETRY_STATUSES
-                and policy.retries_status(method, response.status, idempotent=idempotent)
+                status in RETRY_STATUSES
+                and policy.retries_status(method, status, idempotent=idempotent)
                 and self._may_retry(policy, attempt, started, loop)
             ):
                 after = retry_after_seconds(response.headers)
-                await self._backoff(
-                    policy, method, url, attempt, after, f"status {response.status}"
-                )
+                await self._backoff(policy, method, url, attempt, after, f"status {status}")
                 continue
-            if method == "DELETE" and attempt > 1 and response.status == 404:
+            if method == "DELETE" and attempt > 1 and status == 404:
                 # An earlier attempt deleted it and its answer was lost: done.
                 logger.info("DELETE %s: retry found it gone; taking the delete as done", url.path)
                 return response
             error = error_for(
-                response.status,
+                status,
                 response.headers,
                 response.body,
                 fmt=self.fmt,
@@ -298,48 +307,74 @@ class HTTPTransport:
     async def _send(
         self, method: str, url: URL, body: bytes | None, attempt: int, opts: CallOptions
     ) -> tuple[Response, float | None]:
-        """One request, following the service's http->https redirect on the same host."""
+        """One request: a unit of the budget, the exchange, the unit settled with the
+        server's word; following the service's http->https redirect on the same host."""
+        self._check_open()
+        budget = self._budget
+        hold = _hold(opts.timeout)
         text = str(url)  # formatted once per hop: auth, loop detection and the response
-        seen = frozenset({text})
+        seen: frozenset[str] = frozenset()
         for _ in range(MAX_REDIRECTS + 1):
-            raw, retry_after = await self._send_once(method, url, text, body, attempt, opts)
-            hop = next_hop(method, url, raw.status, raw.headers.get("Location"), body, seen=seen)
+            permit = budget.take_at_once(background=opts.background, hold=hold)
+            if permit is None:
+                permit = await budget.acquire(
+                    max_wait=opts.max_wait, background=opts.background, hold=hold
+                )
+            self.requests_sent += 1
+            request = self._outgoing(method, url, text, body, opts)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            try:
+                raw = await self.sender.send(request)
+            except SendError as failure:
+                # A request that never connected never reached the server: its unit
+                # comes back.
+                await budget.settle(permit, sent=failure.connected)
+                self._report(method, url, None, loop.time() - started, attempt, type(failure.error))
+                raise
+            except BaseException:
+                # Cancelled mid-flight: it may have arrived; the unit comes back a period on.
+                await asyncio.shield(budget.settle(permit, sent=True))
+                raise
+            status = raw.status
+            limit, remaining = rate_headers(raw.headers)
+            retry_after = None
+            if status == 403 and is_budget_refusal(status, raw.headers, raw.body):
+                retry_after = await budget.exhausted(permit)
+            elif not budget.observe_at_once(permit, limit=limit, remaining=remaining):
+                await budget.observe(permit, limit=limit, remaining=remaining)
+            if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
+                raise ResponseTooLargeError(
+                    f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
+                )
+            if self.on_request is not None or logger.isEnabledFor(logging.DEBUG):
+                self._report(method, url, status, loop.time() - started, attempt, None)
+            hop = None
+            if status in REDIRECT_STATUSES:
+                seen = seen | {text}
+                hop = next_hop(method, url, status, raw.headers.get("Location"), body, seen=seen)
             if hop is None:
                 response = Response(
-                    status=raw.status,
-                    headers=raw.headers,
-                    body=raw.body,
-                    url=text,
-                    method=method,
+                    status=status, headers=raw.headers, body=raw.body, url=text, method=method
                 )
                 return response, retry_after
             if hop.upgraded:
                 self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
             method, url, body = hop.method, hop.url, hop.body
             text = str(url)
-            seen = seen | {text}
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
 
-    async def _send_once(
-        self,
-        method: str,
-        url: URL,
-        url_text: str,
-        body: bytes | None,
-        attempt: int,
-        opts: CallOptions,
-    ) -> tuple[RawResponse, float | None]:
-        self._check_open()
-        permit = await self._budget.acquire(
-            max_wait=opts.max_wait, background=opts.background, hold=_hold(opts.timeout)
-        )
-        self.requests_sent += 1
-        content_type = CONTENT_TYPES[self.fmt] if body is not None else None
-        headers = {"Accept": CONTENT_TYPES[self.fmt], "User-Agent": self.user_agent}
-        if content_type is not None:
-            headers["Content-Type"] = content_type
-        headers.update(self.auth.headers_for(method, url_text, body, content_type))
-        request = OutgoingRequest(
+    def _outgoing(
+        self, method: str, url: URL, text: str, body: bytes | None, opts: CallOptions
+    ) -> OutgoingRequest:
+        """The request with every header: format, user agent, content type, auth."""
+        accept = CONTENT_TYPES[self.fmt]
+        headers = {"Accept": accept, "User-Agent": self.user_agent}
+        content_type = None
+        if body is not None:
+            content_type = headers["Content-Type"] = accept
+        headers.update(self.auth.headers_for(method, text, body, content_type))
+        return OutgoingRequest(
             method=method,
             url=url,
             headers=headers,
@@ -347,31 +382,6 @@ class HTTPTransport:
             timeout=opts.timeout,
             max_response_bytes=self.max_response_bytes,
         )
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        try:
-            raw = await self.sender.send(request)
-        except SendError as failure:
-            # A request that never connected never reached the server: its unit comes back.
-            await self._budget.settle(permit, sent=failure.connected)
-            self._report(method, url, None, loop.time() - started, attempt, type(failure.error))
-            raise
-        except BaseException:
-            # Cancelled mid-flight: it may have arrived; the unit comes back a period on.
-            await asyncio.shield(self._budget.settle(permit, sent=True))
-            raise
-        rates = rate_headers(raw.headers)
-        retry_after = None
-        if is_budget_refusal(raw.status, raw.headers, raw.body):
-            retry_after = await self._budget.exhausted(permit)
-        else:
-            await self._budget.observe(permit, limit=rates.limit, remaining=rates.remaining)
-        if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
-            raise ResponseTooLargeError(
-                f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
-            )
-        self._report(method, url, raw.status, loop.time() - started, attempt, None)
-        return raw, retry_after
 
     def _report(
         self,

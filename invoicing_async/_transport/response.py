@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.utils
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import attrs
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -48,15 +49,18 @@ class Response:
     method: str
 
 
-@attrs.frozen
-class RateHeaders:
+class RateHeaders(NamedTuple):
     limit: int | None
     remaining: int | None
 
 
-def _header_int(headers: Headers, name: str) -> int | None:
-    ci = headers if isinstance(headers, (CIMultiDict, CIMultiDictProxy)) else CIMultiDict(headers)
-    raw = ci.get(name)
+def _case_insensitive(headers: Headers) -> CIMultiDict[str] | CIMultiDictProxy[str]:
+    if isinstance(headers, (CIMultiDict, CIMultiDictProxy)):
+        return headers
+    return CIMultiDict(headers)
+
+
+def _count(raw: str | None) -> int | None:
     if raw is None:
         return None
     try:
@@ -65,24 +69,28 @@ def _header_int(headers: Headers, name: str) -> int | None:
         return None
 
 
+def _header_int(headers: Headers, name: str) -> int | None:
+    return _count(_case_insensitive(headers).get(name))
+
+
 def rate_headers(headers: Headers) -> RateHeaders:
     """`X-RateLimit-Limit` / `X-RateLimit-Remaining`, read case-insensitively.
 
     A value that is no count (negative, or not a number) is unknown: the budget must not
     stop for two periods on a proxy's garbage.
     """
-    limit = _header_int(headers, "X-RateLimit-Limit")
-    remaining = _header_int(headers, "X-RateLimit-Remaining")
+    ci = _case_insensitive(headers)
+    limit = _count(ci.get("X-RateLimit-Limit"))
+    remaining = _count(ci.get("X-RateLimit-Remaining"))
     return RateHeaders(
-        limit=limit if limit is not None and limit > 0 else None,
-        remaining=remaining if remaining is not None and remaining >= 0 else None,
+        limit if limit is not None and limit > 0 else None,
+        remaining if remaining is not None and remaining >= 0 else None,
     )
 
 
 def retry_after_seconds(headers: Headers) -> float | None:
     """`Retry-After` in seconds (a number; the HTTP-date form is not used by the service)."""
-    ci = headers if isinstance(headers, (CIMultiDict, CIMultiDictProxy)) else CIMultiDict(headers)
-    raw = ci.get("Retry-After")
+    raw = _case_insensitive(headers).get("Retry-After")
     if raw is None:
         return None
     try:
@@ -94,8 +102,7 @@ def retry_after_seconds(headers: Headers) -> float | None:
 
 def server_time(headers: Headers) -> float | None:
     """The server's clock (Unix seconds, whole) from the `Date` header, or None."""
-    ci = headers if isinstance(headers, (CIMultiDict, CIMultiDictProxy)) else CIMultiDict(headers)
-    raw = ci.get("Date")
+    raw = _case_insensitive(headers).get("Date")
     if not raw:
         return None
     try:

@@ -84,6 +84,10 @@ def test_a_payment_answer_reads_as_the_converter_reads_it(payment: InvoicePaymen
         '{"invoice":{"id":1,"price":"١٢"}}',
         '{"invoice":{"id":1,"total_paid":"١٢"}}',  # not ASCII digits
         '{"invoice":{"id":1,"total_paid":"-0.50","discount":3}}',
+        '{"invoice":{"id":1,"total_paid":"  ","discount":"NaN"}}',  # amounts: any text
+        '{"invoice":{"id":1,"total_paid":"1e5","exchange_rate":" 1.5"}}',
+        '{"invoice":{"id":1,"total_paid":"' + "9" * 300 + '"}}',
+        '{"invoice":{"id":1,"details":[{"id":2,"price":"1E+101"}]}}',
         '{"invoice":{"id":1,"show_tax":1,"days_open":true}}',
         '{"invoice":{"id":1,"x":"\\ud800"}}',
         '{"invoice":{"id":1,"name":"\\udfff"}}',

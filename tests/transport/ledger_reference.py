@@ -58,7 +58,7 @@ class ReferenceLedger:
             self.units.pop(unit_id, None)
             return
         if unit is not None:
-            unit.returns_at = min(unit.returns_at, now + self.period)
+            self.units[unit_id] = unit._replace(returns_at=min(unit.returns_at, now + self.period))
         if remaining is not None:
             self.heed_server(now, unit_id, taken_at, remaining)
 

