@@ -198,32 +198,6 @@ class RateBudget:
         finally:
             line.release()
 
-    def _take_at_once(self, *, background: bool, hold: float | None) -> Grant | None:
-        """A unit without awaiting, when the ledger is in this process and nothing paces
-        requests; None when the caller must `_acquire` (it may wait, or ask a store)."""
-        local = self._local
-        if local is None or self._pacer is not None:
-            return None
-        result = local.take_now(
-            self._key(),
-            self,
-            hold=DEFAULT_HOLD if hold is None else hold,
-            keep=self.reserve if background else 0,
-        )
-        return result if result.__class__ is Grant else None
-
-    def _observe_at_once(self, permit: Grant, *, limit: int | None, remaining: int | None) -> bool:
-        """`_observe` without awaiting, when the ledger is in this process; False when
-        the caller must await `_observe`."""
-        local = self._local
-        if local is None:
-            return False
-        self._note_server(limit, remaining)
-        local.settle_now(
-            self._key(), self, permit.unit, permit.taken_at, sent=True, remaining=remaining
-        )
-        return True
-
     async def _take(
         self, hold: float, keep: int, deadline: float | None, max_wait: float | None
     ) -> Grant | float:
@@ -422,13 +396,34 @@ class BudgetHooks:
     def take_at_once(self, *, background: bool = False, hold: float | None = None) -> Grant | None:
         """A unit now, without awaiting, when that needs no I/O and no wait (the budget
         is in this process and unpaced, and a unit is free); None: `acquire` instead."""
-        return self.budget._take_at_once(background=background, hold=hold)  # noqa: SLF001
+        budget = self.budget
+        local = budget._local  # noqa: SLF001 - the transport's side of the budget
+        if local is None or budget._pacer is not None:  # noqa: SLF001
+            return None
+        result = local.take_now(
+            budget._key(),  # noqa: SLF001
+            budget,
+            hold=DEFAULT_HOLD if hold is None else hold,
+            keep=budget.reserve if background else 0,
+        )
+        return result if result.__class__ is Grant else None
 
     def observe_at_once(self, permit: Grant, *, limit: int | None, remaining: int | None) -> bool:
         """`observe` without awaiting when that needs no I/O; False: await `observe`."""
-        return self.budget._observe_at_once(  # noqa: SLF001
-            permit, limit=limit, remaining=remaining
+        budget = self.budget
+        local = budget._local  # noqa: SLF001
+        if local is None:
+            return False
+        budget._note_server(limit, remaining)  # noqa: SLF001
+        local.settle_now(
+            budget._key(),  # noqa: SLF001
+            budget,
+            permit.unit,
+            permit.taken_at,
+            sent=True,
+            remaining=remaining,
         )
+        return True
 
     async def settle(self, permit: Grant, *, sent: bool = True) -> None:
         """The request got no response; `sent=False`: it never left."""

@@ -28,12 +28,18 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from random import getrandbits
-from typing import NamedTuple, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 import attrs
 from sortedcontainers import SortedList
+
+T = TypeVar("T")
+
+#: Builds a named tuple from its values in one C call (the class's own `__new__` is
+#: Python): for the units and grants made on every request.
+_tuple: Callable[[type[T], tuple[Any, ...]], T] = tuple.__new__  # type: ignore[assignment]
 
 __all__ = [
     "Grant",
@@ -71,9 +77,8 @@ class Unit(NamedTuple):
         return self.id[0] == "p"
 
 
-@attrs.frozen
-class Grant:
-    """A unit was taken: the request may go out."""
+class Grant(NamedTuple):
+    """A unit was taken: the request may go out (and settles the unit after)."""
 
     unit: str
     taken_at: float
@@ -309,14 +314,14 @@ class MemoryLedger:
         if self.limit - in_use > keep:
             unit_id = new_unit_id()
             returns_at = now + self.period + hold
-            self.units[unit_id] = Unit(unit_id, now, returns_at)
+            self.units[unit_id] = _tuple(Unit, (unit_id, now, returns_at))
             self._flying.add(unit_id)
             heapq.heappush(self._flying_heap, (returns_at, unit_id))
             heapq.heappush(self._real_returns, (returns_at, unit_id))
             self._real_taken.add(now)
             if returns_at < self._next_due:
                 self._next_due = returns_at
-            return Grant(unit_id, now)
+            return _tuple(Grant, (unit_id, now))
         # Units that must come back before more than `keep` are free.
         needed = in_use - (self.limit - keep - 1)
         at = self._nth_return(needed) if needed <= in_use else now + self.period
@@ -349,7 +354,7 @@ class MemoryLedger:
             if unit_id in self._flying:
                 self._flying.discard(unit_id)  # its heap entry goes stale
                 if unit.returns_at > back:
-                    unit = self.units[unit_id] = Unit(unit_id, unit.taken_at, back)
+                    unit = self.units[unit_id] = _tuple(Unit, (unit_id, unit.taken_at, back))
                     heapq.heappush(self._real_returns, (back, unit_id))
                 self._place(unit)
                 if len(self._flying_heap) > 2 * len(self._flying) + 64:

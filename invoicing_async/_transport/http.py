@@ -20,7 +20,12 @@ from invoicing_async._models.documents import Format
 from invoicing_async._transport import telemetry as _telemetry
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.failures import SendError, describe_timeout
-from invoicing_async._transport.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, next_hop
+from invoicing_async._transport.redirects import (
+    MAX_REDIRECTS,
+    REDIRECT_STATUSES,
+    Redirect,
+    next_hop,
+)
 from invoicing_async._transport.response import (
     Response,
     error_for,
@@ -33,6 +38,7 @@ from invoicing_async._transport.sender import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AiohttpSender,
     OutgoingRequest,
+    RawResponse,
     Sender,
 )
 from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
@@ -309,9 +315,10 @@ class HTTPTransport:
     ) -> tuple[Response, float | None]:
         """One request: a unit of the budget, the exchange, the unit settled with the
         server's word; following the service's http->https redirect on the same host."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         budget = self._budget
-        hold = _hold(opts.timeout)
+        hold = opts.timeout.total  # a request's time in flight is bounded by its timeout
         text = str(url)  # formatted once per hop: auth, loop detection and the response
         seen: frozenset[str] = frozenset()
         for _ in range(MAX_REDIRECTS + 1):
@@ -322,15 +329,17 @@ class HTTPTransport:
                 )
             self.requests_sent += 1
             request = self._outgoing(method, url, text, body, opts)
-            loop = asyncio.get_running_loop()
-            started = loop.time()
+            reporting = self.on_request is not None or logger.isEnabledFor(logging.DEBUG)
+            started = asyncio.get_running_loop().time() if reporting else 0.0
             try:
                 raw = await self.sender.send(request)
             except SendError as failure:
                 # A request that never connected never reached the server: its unit
                 # comes back.
                 await budget.settle(permit, sent=failure.connected)
-                self._report(method, url, None, loop.time() - started, attempt, type(failure.error))
+                if reporting:
+                    elapsed = asyncio.get_running_loop().time() - started
+                    self._report(method, url, None, elapsed, attempt, type(failure.error))
                 raise
             except BaseException:
                 # Cancelled mid-flight: it may have arrived; the unit comes back a period on.
@@ -343,12 +352,10 @@ class HTTPTransport:
                 retry_after = await budget.exhausted(permit)
             elif not budget.observe_at_once(permit, limit=limit, remaining=remaining):
                 await budget.observe(permit, limit=limit, remaining=remaining)
-            if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
-                raise ResponseTooLargeError(
-                    f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
-                )
-            if self.on_request is not None or logger.isEnabledFor(logging.DEBUG):
-                self._report(method, url, status, loop.time() - started, attempt, None)
+            self._check_size(method, url, raw)
+            if reporting:
+                elapsed = asyncio.get_running_loop().time() - started
+                self._report(method, url, status, elapsed, attempt, None)
             hop = None
             if status in REDIRECT_STATUSES:
                 seen = seen | {text}
@@ -358,11 +365,21 @@ class HTTPTransport:
                     status=status, headers=raw.headers, body=raw.body, url=text, method=method
                 )
                 return response, retry_after
-            if hop.upgraded:
-                self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
-            method, url, body = hop.method, hop.url, hop.body
+            method, url, body = self._follow(hop)
             text = str(url)
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
+
+    def _check_size(self, method: str, url: URL, raw: RawResponse) -> None:
+        if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
+            raise ResponseTooLargeError(
+                f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
+            )
+
+    def _follow(self, hop: Redirect) -> tuple[str, URL, bytes | None]:
+        """The next request of a redirect; after an http->https upgrade, go there directly."""
+        if hop.upgraded:
+            self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
+        return hop.method, hop.url, hop.body
 
     def _outgoing(
         self, method: str, url: URL, text: str, body: bytes | None, opts: CallOptions
@@ -393,8 +410,6 @@ class HTTPTransport:
         error: type[Exception] | None,
     ) -> None:
         debug = logger.isEnabledFor(logging.DEBUG)
-        if not debug and self.on_request is None:
-            return
         remaining = self.budget.snapshot().remaining
         failure = None if error is None else error.__name__
         if debug:
@@ -439,8 +454,3 @@ class BoundTransport:
         return self.transport.request(
             method, path, body=body, options=self.options, idempotent=idempotent
         )
-
-
-def _hold(timeout: aiohttp.ClientTimeout) -> float | None:
-    """How long a request may be in flight: its total timeout, when it has one."""
-    return timeout.total

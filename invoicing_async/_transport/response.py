@@ -5,7 +5,6 @@ from __future__ import annotations
 import email.utils
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import attrs
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -24,7 +23,6 @@ from invoicing_async.errors import (
 )
 
 __all__ = [
-    "RateHeaders",
     "Response",
     "error_for",
     "is_budget_refusal",
@@ -49,11 +47,6 @@ class Response:
     method: str
 
 
-class RateHeaders(NamedTuple):
-    limit: int | None
-    remaining: int | None
-
-
 def _case_insensitive(headers: Headers) -> CIMultiDict[str] | CIMultiDictProxy[str]:
     if isinstance(headers, (CIMultiDict, CIMultiDictProxy)):
         return headers
@@ -73,19 +66,32 @@ def _header_int(headers: Headers, name: str) -> int | None:
     return _count(_case_insensitive(headers).get(name))
 
 
-def rate_headers(headers: Headers) -> RateHeaders:
-    """`X-RateLimit-Limit` / `X-RateLimit-Remaining`, read case-insensitively.
+def rate_headers(headers: Headers) -> tuple[int | None, int | None]:
+    """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), read case-insensitively.
 
     A value that is no count (negative, or not a number) is unknown: the budget must not
-    stop for two periods on a proxy's garbage.
+    stop for two periods on a proxy's garbage. Read on every response, so written out.
     """
-    ci = _case_insensitive(headers)
-    limit = _count(ci.get("X-RateLimit-Limit"))
-    remaining = _count(ci.get("X-RateLimit-Remaining"))
-    return RateHeaders(
-        limit if limit is not None and limit > 0 else None,
-        remaining if remaining is not None and remaining >= 0 else None,
-    )
+    ci = headers if headers.__class__ is CIMultiDictProxy else _case_insensitive(headers)
+    limit: int | None = None
+    remaining: int | None = None
+    text = ci.get("X-RateLimit-Limit")
+    if text is not None:
+        try:
+            limit = int(text)
+        except ValueError:
+            pass
+        else:
+            limit = limit if limit > 0 else None
+    text = ci.get("X-RateLimit-Remaining")
+    if text is not None:
+        try:
+            remaining = int(text)
+        except ValueError:
+            pass
+        else:
+            remaining = remaining if remaining >= 0 else None
+    return limit, remaining
 
 
 def retry_after_seconds(headers: Headers) -> float | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 
 import invoicing_async as ia
 from invoicing_async._transport.response import error_for, is_budget_refusal, rate_headers
@@ -108,13 +108,18 @@ def test_body_excerpt_is_short() -> None:
 def test_rate_headers_are_read_case_insensitively(
     headers: dict[str, str], expected: tuple[int | None, int | None]
 ) -> None:
-    got = rate_headers(CIMultiDict(headers))
-    assert (got.limit, got.remaining) == expected
+    assert rate_headers(CIMultiDict(headers)) == expected
+    assert rate_headers(CIMultiDictProxy(CIMultiDict(headers))) == expected
+    assert rate_headers(headers) == expected
 
 
-@pytest.mark.parametrize("value", ["-5", "abc", "", "1.5", "0x10"])
-def test_a_remaining_that_is_no_count_is_unknown(value: str) -> None:
-    assert rate_headers(CIMultiDict({"X-RateLimit-Remaining": value})).remaining is None
+@pytest.mark.parametrize("value", ["-5", "abc", "", "1.5", "0x10", "0", " 7 "])
+def test_a_limit_or_remaining_that_is_no_count_is_unknown(value: str) -> None:
+    expected = int(value) if value.strip().isdigit() else None
+    headers = CIMultiDictProxy(CIMultiDict({"X-RateLimit-Remaining": value}))
+    assert rate_headers(headers) == (None, expected)
+    limit = CIMultiDictProxy(CIMultiDict({"X-RateLimit-Limit": value}))
+    assert rate_headers(limit) == (None if expected == 0 else expected, None)
 
 
 async def test_a_200_with_negative_remaining_leaves_the_budget_alone() -> None:
