@@ -18,6 +18,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
+import attrs
 import msgspec
 
 from invoicing_async._models.base import Model
@@ -166,8 +167,9 @@ def _amount(value: str | int | None) -> Decimal | None:
 
 def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
     """`build(struct, tree)`: the model of a member its strict struct accepted, as the
-    converter builds it, with one straight-line call of the class per member (the
-    converter's loop looks up and branches on every key).
+    converter builds it, straight-line code per member (the converter's loop looks up
+    and branches on every key): the stores of the class's `__init__`, when that is all
+    it does, or one call of the class.
 
     Values come from the struct, typed in C, except timestamps, parsed from their text
     as the converter parses them; fields the models do not know are kept in `extra`,
@@ -183,7 +185,7 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
         "timestamp_text": _timestamp_text,
         "amount": _amount,
     }
-    args: list[str] = []
+    args: list[tuple[str, str]] = []
     known: set[str] = set()
     list_aliases: set[str] = set()
     for spec in specs:
@@ -213,14 +215,42 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
             expr = f"None if s.{spec.name} is None else datetime_text(d[{spec.wire!r}])"
         else:
             expr = f"s.{spec.name}"
-        args.append(f"{spec.name}={expr}")
+        args.append((spec.name, expr))
     names["known"] = plain = frozenset(known - list_aliases)
     names["_extra"] = _extra_reader(plain, frozenset(list_aliases))
-    args.append("extra={}" if closed else "extra={} if d.keys() <= known else _extra(d)")
-    source = f"def build(s, d):\n    return cls({', '.join(args)})\n"
+    args.append(("extra", "{}" if closed else "{} if d.keys() <= known else _extra(d)"))
+    if _assigns_only(cls, {name for name, _ in args}):
+        # Its __init__ only stores what it is given: the same stores without binding
+        # dozens of keyword arguments (most of a build's cost), in the same order.
+        names["new"] = object.__new__
+        stores = "".join(f"    o.{name} = {expr}\n" for name, expr in args)
+        source = f"def build(s, d):\n    o = new(cls)\n{stores}    return o\n"
+    else:
+        call = ", ".join(f"{name}={expr}" for name, expr in args)
+        source = f"def build(s, d):\n    return cls({call})\n"
     exec(compile(source, f"<strict build {cls.__name__}>", "exec"), names)
     build: Callable[[Any, Any], M] = names["build"]
     return build
+
+
+def _assigns_only(cls: type[Model], given: set[str]) -> bool:
+    """Whether `cls(**values)` for exactly the attributes in `given` does nothing but
+    store them: every attribute given, none converted, validated or hooked, nothing run
+    before or after, no `__new__` or `__setattr__` of its own (a frozen class has one)."""
+    if not attrs.has(cls):
+        return False
+    fields = attrs.fields(cls)
+    return (
+        {f.name for f in fields} == given
+        and all(
+            f.init and f.validator is None and f.converter is None and f.alias == f.name
+            for f in fields
+        )
+        and not hasattr(cls, "__attrs_pre_init__")
+        and not hasattr(cls, "__attrs_post_init__")
+        and cls.__new__ is object.__new__
+        and cls.__setattr__ is object.__setattr__
+    )
 
 
 def _extra_reader(

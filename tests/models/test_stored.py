@@ -28,6 +28,7 @@ from invoicing_async._wire.scalars import parse_date, parse_datetime
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice, InvoiceDetail
 from invoicing_async.testing import FakeInvoicingService
+from tests.models.counting import invoices_made
 from tests.models.strategies import models
 
 
@@ -235,26 +236,13 @@ def test_a_time_the_check_accepts_is_one_the_converter_reads(text: str) -> None:
 # -- the checked path is the one taken -----------------------------------------------------
 
 
-def _no_models(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every `Invoice` built from now on, whoever builds it."""
-    built: list[Any] = []
-    original = Invoice.__init__
-
-    def counting(self: Invoice, **kwargs: Any) -> None:
-        built.append(kwargs.get("id"))
-        original(self, **kwargs)
-
-    monkeypatch.setattr(Invoice, "__init__", counting)
-    return built
-
-
 def test_what_the_service_sends_is_stored_without_building_a_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     service = FakeInvoicingService(invoices=60, seed=3)
     invoices = list(service.account.invoices.values())
     body = dump_list(invoices, "json", Invoice)
-    built = _no_models(monkeypatch)
+    built = invoices_made(monkeypatch)
     docs, failed = load_invoice_documents(body, "json", limit=100)
     assert failed == []
     assert built == []  # checked in C: no converter, no model
@@ -281,7 +269,7 @@ def test_fields_beyond_the_specification_keep_the_checked_path(
             detail["amount_plain"] = "1"
             detail["tax"] = 0.21
     body = json.dumps(trees).encode()
-    built = _no_models(monkeypatch)
+    built = invoices_made(monkeypatch)
     docs, failed = load_invoice_documents(body, "json", limit=100)
     assert failed == []
     assert built == []

@@ -22,6 +22,7 @@ from invoicing_async.sync import (
     SyncProgress,
 )
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
+from tests.models.counting import invoices_made
 from tests.sync.documents import documents_of
 
 
@@ -240,15 +241,8 @@ async def test_a_json_sync_builds_no_model_and_stores_what_was_sent(
     """Models are built only when asked for: a JSON sync into SQLite stores each invoice's
     member as the service sent it, and `get()` reads the same model the service holds."""
     populate(big_service.account, 250, seed=8)
-    built: list[int | None] = []
-    original = ia.models.Invoice.__init__
-
-    def counting(self: ia.models.Invoice, **kwargs: object) -> None:
-        built.append(kwargs.get("id"))  # type: ignore[arg-type]
-        original(self, **kwargs)  # type: ignore[arg-type]
-
     async with big_service.client(format="json") as client, SQLiteStore(tmp_path / "s.db") as store:
-        monkeypatch.setattr(ia.models.Invoice, "__init__", counting)
+        built = invoices_made(monkeypatch)
         report = await SyncEngine(client, store).run()
         assert report.created == 250
         assert built == []

@@ -3,6 +3,11 @@ settles, refusals for the budget (403) and the server's `X-RateLimit-Remaining`.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -85,3 +90,35 @@ def test_a_ledger_loaded_from_units_keeps_its_indexes() -> None:
     loaded = MemoryLedger(5, PERIOD, dict(first.units))
     assert same_view(loaded.view(2.0), first.view(2.0))
     assert loaded.take(2.0, hold=10.0) == first.take(2.0, hold=10.0)
+
+
+_FORKED_IDS = """
+import os
+from invoicing_async._budget.ledger import new_unit_id
+new_unit_id()  # the parent's generator is in use before the fork
+read, write = os.pipe()
+if os.fork() == 0:
+    os.write(write, " ".join(new_unit_id() for _ in range(1000)).encode())
+    os._exit(0)
+os.close(write)
+child = b""
+while chunk := os.read(read, 65536):
+    child += chunk
+os.wait()
+print(child.decode())
+print(" ".join(new_unit_id() for _ in range(1000)))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_a_forked_process_does_not_repeat_its_parents_unit_ids() -> None:
+    """Processes sharing a SQLite ledger tell units apart by id: a child forked after
+    the parent drew ids must not draw the same ones (forked from a fresh interpreter,
+    which has one thread)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _FORKED_IDS], capture_output=True, text=True, check=True
+    )
+    child, parent = (set(line.split()) for line in run.stdout.splitlines())
+    assert len(child) == len(parent) == 1000
+    assert not child & parent
+    assert all(len(i) == 17 and i[0] == "r" for i in child | parent)
