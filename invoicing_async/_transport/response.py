@@ -70,28 +70,15 @@ def rate_headers(headers: Headers) -> tuple[int | None, int | None]:
     """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), read case-insensitively.
 
     A value that is no count (negative, or not a number) is unknown: the budget must not
-    stop for two periods on a proxy's garbage. Read on every response, so written out.
+    stop for two periods on a proxy's garbage.
     """
     ci = headers if headers.__class__ is CIMultiDictProxy else _case_insensitive(headers)
-    limit: int | None = None
-    remaining: int | None = None
-    text = ci.get("X-RateLimit-Limit")
-    if text is not None:
-        try:
-            limit = int(text)
-        except ValueError:
-            pass
-        else:
-            limit = limit if limit > 0 else None
-    text = ci.get("X-RateLimit-Remaining")
-    if text is not None:
-        try:
-            remaining = int(text)
-        except ValueError:
-            pass
-        else:
-            remaining = remaining if remaining >= 0 else None
-    return limit, remaining
+    limit = _count(ci.get("X-RateLimit-Limit"))
+    remaining = _count(ci.get("X-RateLimit-Remaining"))
+    return (
+        limit if limit is not None and limit > 0 else None,
+        remaining if remaining is not None and remaining >= 0 else None,
+    )
 
 
 def retry_after_seconds(headers: Headers) -> float | None:
