@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -14,8 +15,8 @@ import dlt
 import pytest
 from dlt.pipeline.exceptions import PipelineStepFailed
 
-from invoicing_async import RateBudget
-from invoicing_async.contrib.dlt import invoicing_source
+from invoicing_async import BasicAuth, RateBudget
+from invoicing_async.contrib.dlt import _Account, invoicing_source
 from invoicing_async.models import InvoicePayment
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 from tests.conftest import running_in_thread
@@ -246,6 +247,46 @@ def test_the_budget_stops_the_load_and_the_next_run_resumes(
     resumed = load(pipeline, service)
     assert resumed["fetch"] == 1
     assert current(pipeline) == on_service(service)
+
+
+def test_waiting_for_the_budget_loads_everything_in_one_run(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    """With `wait_for_budget=True` the load waits for units to come back instead of
+    stopping: 3 units a short period, 4 requests (the list and three batches), one run."""
+    budget = RateBudget(limit=3, period=0.5)
+    source = invoicing_source(
+        base_url=service.base_url,
+        username=service.username,
+        password=service.password,
+        budget=budget,
+        wait_for_budget=True,
+    ).with_resources("invoices")
+    before = len(service.account.requests)
+    started = time.monotonic()
+    pipeline.run(source)
+    assert time.monotonic() - started >= 0.5  # the fourth request waited for a unit
+    assert len(service.account.requests) - before == 1 + math.ceil(INVOICES / 100)
+    assert current(pipeline) == on_service(service)
+
+
+@pytest.mark.parametrize(("wait", "max_wait"), [(True, None), (False, 60.0)])
+async def test_waiting_for_the_budget_lifts_the_clients_max_wait(
+    wait: bool, max_wait: float | None
+) -> None:
+    """What tells the two apart beyond a minute's wait (the client's default `max_wait`):
+    the resources' client waits as long as it takes only with `wait_for_budget`."""
+    account = _Account(
+        base_url="https://acct.example.com",
+        auth=BasicAuth("api-user", "pw"),
+        format="json",
+        budget=RateBudget(),
+        budget_url=None,
+        wait_for_budget=wait,
+    )
+    async with account.client() as client:
+        assert client._options.max_wait == max_wait  # noqa: SLF001
+        assert client._options.background  # noqa: SLF001 - leaves the reserve alone
 
 
 def test_a_shared_budget_counts_the_requests(
