@@ -233,7 +233,7 @@ def _builder(cls: type[M], *, closed: bool = False) -> Callable[[Any, Any], M]:
     return build
 
 
-def _assigns_only(cls: type[Model], given: set[str]) -> bool:
+def _assigns_only(cls: type[Any], given: set[str]) -> bool:
     """Whether `cls(**values)` for exactly the attributes in `given` does nothing but
     store them: every attribute given, none converted, validated or hooked, nothing run
     before or after, no `__new__` or `__setattr__` of its own (a frozen class has one)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -137,3 +138,47 @@ def test_what_the_service_sends_is_built_without_the_converter(
     monkeypatch.setattr(documents, "load_closed", lambda body, cls: None)  # a tree read
     assert [load_model(body, "json", Invoice) for body in bodies] == expected
     assert all(invoice.details for invoice in expected)
+
+
+@attrs.define
+class _Stored:
+    a: int | None = None
+    b: str | None = None
+
+
+@attrs.define
+class _Validated:
+    a: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(int))
+    )
+    b: str | None = None
+
+
+@attrs.define
+class _Hooked:
+    a: int | None = None
+    b: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.b = "set by the hook"
+
+
+@attrs.frozen
+class _Frozen:
+    a: int | None = None
+    b: str | None = None
+
+
+def test_builders_store_attributes_only_where_init_does_nothing_else() -> None:
+    """A model is built by storing its attributes only when its `__init__` would do
+    nothing but store them; any validator, hook, frozen class, or attribute not given
+    makes the builder call the class (so nothing the class does is skipped)."""
+    from invoicing_async._models.strict_json import _assigns_only
+
+    assert all(
+        _assigns_only(cls, {f.name for f in attrs.fields(cls)})
+        for cls in (Invoice, InvoicePayment, _Stored)
+    )
+    assert not _assigns_only(_Stored, {"a"})  # b would be left unset
+    for cls in (_Validated, _Hooked, _Frozen):
+        assert not _assigns_only(cls, {"a", "b"}), cls
