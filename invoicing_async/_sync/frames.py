@@ -18,7 +18,8 @@ async def store_dataframes(store: Store) -> tuple[pandas.DataFrame, pandas.DataF
     and `details_dataframe` type them (money as Arrow decimals, dates as dates).
 
     One function for every store: a store that can give its JSON documents
-    (`iter_documents`, as `SQLiteStore`) is read without building a model per invoice;
+    (`iter_documents`, as `SQLiteStore` and `PostgresStore`) is read without building a
+    model per invoice;
     any other through `iter_invoices`.
     """
     iter_documents = getattr(store, "iter_documents", None)

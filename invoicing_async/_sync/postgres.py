@@ -234,11 +234,24 @@ class PostgresStore:
     async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
         """Every live invoice, by id, `page` rows a query: no connection is held between
         pages, so a slow consumer pins nothing on the server."""
+        async for rows in self._pages(page):
+            for invoice in read_stored(rows):
+                yield invoice
+
+    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
+        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows a
+        query: for readers that need no model (`store_dataframes`)."""
+        async for rows in self._pages(page):
+            for _, document in rows:
+                yield document
+
+    async def _pages(self, page: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """The live rows (id, document), by id, `page` at a time."""
         after = -(2**63)
         while True:
             rows = await self._rows("id > %s", (after,), limit=page)
-            for invoice in read_stored(rows):
-                yield invoice
+            if rows:
+                yield rows
             if len(rows) < page:
                 return
             after = rows[-1][0]

@@ -11,7 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from invoicing_async import models as m
-from invoicing_async.sync import MemoryStore, SQLiteStore, SyncEngine, store_dataframes
+from invoicing_async.sync import (
+    MemoryStore,
+    PostgresStore,
+    SQLiteStore,
+    SyncEngine,
+    store_dataframes,
+)
 from invoicing_async.testing import FakeInvoicingService
 
 MONEY = pd.ArrowDtype(pa.decimal128(18, 4))
@@ -89,6 +95,30 @@ async def test_documents_are_read_without_building_a_model(
     frame, _ = await store_dataframes(sqlite)
     await sqlite.close()
     assert frame["id"].tolist() == [i.id for i in invoices]
+
+
+async def test_postgres_frames_are_read_from_documents_and_match(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`PostgresStore` gives its documents too (jsonb read back as text): the frames are
+    those of the models, and no model is built for them."""
+    async with FakeInvoicingService(invoices=120, limit=10**6) as service:
+        memory = MemoryStore()
+        async with (
+            service.client(format="json") as client,
+            PostgresStore(postgres_url, account="frames") as postgres,
+        ):
+            await SyncEngine(client, memory).run()
+            await SyncEngine(client, postgres).run()
+            expected, expected_lines = await store_dataframes(memory)
+            monkeypatch.setattr(
+                "invoicing_async._sync.postgres.read_stored",
+                lambda *a, **k: pytest.fail("a model was built"),
+            )
+            frame, lines = await store_dataframes(postgres)
+    pd.testing.assert_frame_equal(frame, expected)
+    pd.testing.assert_frame_equal(lines, expected_lines)
+    assert len(frame) == 120
 
 
 async def test_parquet_round_trips_every_digit(
