@@ -9,13 +9,14 @@ import datetime as dt
 import json
 import re
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
+from invoicing_async._models.base import Model
 from invoicing_async._models.documents import Format, load_model
 from invoicing_async._models.payloads import dump_list
 from invoicing_async._models.stored import load_invoice_documents
@@ -30,6 +31,7 @@ HEADERS = {
     "json": {"Accept": "application/json", "Content-Type": "application/json"},
 }
 TIMESTAMP = "2026-11-24T02:24:56+00:00"
+M = TypeVar("M", bound=Model)
 LINE = m.InvoiceDetail(description="Work", price=Decimal("60.50"), tax_rate_id=1)
 
 
@@ -75,6 +77,37 @@ def root_of(raw: bytes, fmt: str) -> str:
     return str(name)
 
 
+async def send(
+    http: aiohttp.ClientSession,
+    method: str,
+    path: str,
+    fmt: str,
+    root: str,
+    fields: dict[str, Any],
+) -> tuple[int, bytes]:
+    """`method` `path` with `fields` written as a Rails client writes them (`body`), in
+    `fmt`: the status and the body of the answer."""
+    async with http.request(
+        method, f"{API}{path}", data=body(fmt, root, fields), headers=HEADERS[fmt]
+    ) as resp:
+        return resp.status, await resp.read()
+
+
+async def answer(
+    http: aiohttp.ClientSession,
+    method: str,
+    path: str,
+    fmt: str,
+    fields: tuple[str, dict[str, Any]],
+    model: type[M],
+    status: int,
+) -> M:
+    """`send`, its status checked, the answer read as `model`."""
+    got, raw = await send(http, method, path, fmt, *fields)
+    assert got == status, raw
+    return load_model(raw, fmt_of(fmt), model)
+
+
 async def open_invoice(client: ia.InvoicingClient) -> m.Invoice:
     created = await client.invoices.create(m.Invoice(contact_id=7, details=[LINE]))
     return await client.invoices.send_invoice(
@@ -91,13 +124,10 @@ async def test_register_payment_answers_201_with_the_updated_invoice(
 ) -> None:
     invoice = await open_invoice(client)
     payment = {"payment_method": "bank_transfer", "price": price, "payment_date": "2026-11-24"}
-    async with http.post(
-        f"{API}/invoices/{invoice.id}/payments.xml",
-        data=body(fmt, "payment", payment),
-        headers=HEADERS[fmt],
-    ) as resp:
-        assert resp.status == 201
-        raw = await resp.read()
+    status, raw = await send(
+        http, "POST", f"/invoices/{invoice.id}/payments.xml", fmt, "payment", payment
+    )
+    assert status == 201
     assert root_of(raw, fmt) == "invoice"
     paid = load_model(raw, fmt_of(fmt), m.Invoice)
     assert paid.id == invoice.id
@@ -144,12 +174,7 @@ async def pay_on(
 ) -> tuple[int, bytes]:
     """POST a cash payment of 10.00 dated `payment_date` as written: status and body."""
     payment = {"payment_method": "cash", "price": "10.00", "payment_date": payment_date}
-    async with http.post(
-        f"{API}/invoices/{invoice_id}/payments.xml",
-        data=body(fmt, "payment", payment),
-        headers=HEADERS[fmt],
-    ) as resp:
-        return resp.status, await resp.read()
+    return await send(http, "POST", f"/invoices/{invoice_id}/payments.xml", fmt, "payment", payment)
 
 
 async def test_payment_date_given_as_a_timestamp_keeps_its_date(
@@ -169,11 +194,7 @@ async def test_invoice_and_template_dates_given_as_timestamps(
     service.clock.set(dt.datetime(2026, 11, 20, 12, tzinfo=dt.timezone.utc))
     line = [{"description": "Work", "price": "10", "tax_rate_id": "1"}]
     invoice = {"contact_id": 7, "invoice_date": TIMESTAMP, "details_attributes": line}
-    async with http.post(
-        f"{API}/invoices.xml", data=body(fmt, "invoice", invoice), headers=HEADERS[fmt]
-    ) as resp:
-        assert resp.status == 201, await resp.text()
-        created = load_model(await resp.read(), fmt_of(fmt), m.Invoice)
+    created = await answer(http, "POST", "/invoices.xml", fmt, ("invoice", invoice), m.Invoice, 201)
     assert created.invoice_date == dt.date(2026, 11, 24)
     template = {
         "contact_id": 7,
@@ -182,20 +203,19 @@ async def test_invoice_and_template_dates_given_as_timestamps(
         "start_date": "2026-12-01T00:30:00+02:00",
         "details_attributes": line,
     }
-    async with http.post(
-        f"{API}/recurring_templates.xml",
-        data=body(fmt, "recurring_template", template),
-        headers=HEADERS[fmt],
-    ) as resp:
-        assert resp.status == 201, await resp.text()
-        made = load_model(await resp.read(), fmt_of(fmt), m.RecurringTemplate)
+    made = await answer(
+        http,
+        "POST",
+        "/recurring_templates.xml",
+        fmt,
+        ("recurring_template", template),
+        m.RecurringTemplate,
+        201,
+    )
     assert made.start_date == dt.date(2026, 12, 1)
     update = {"invoice_date": ("date", "2026-11-25T08:00:00Z")}
-    async with http.put(
-        f"{API}/invoices/{created.id}.xml", data=body(fmt, "invoice", update), headers=HEADERS[fmt]
-    ) as resp:
-        assert resp.status == 200, await resp.text()
-        changed = load_model(await resp.read(), fmt_of(fmt), m.Invoice)
+    path = f"/invoices/{created.id}.xml"
+    changed = await answer(http, "PUT", path, fmt, ("invoice", update), m.Invoice, 200)
     assert changed.invoice_date == dt.date(2026, 11, 25)
 
 
@@ -332,24 +352,14 @@ async def test_send_without_address_takes_the_contacts_and_the_profiles(
     fields: dict[str, Any] = {"send_method": method}
     if given == "nil":
         fields.update(email=None, invoice_email=None)
-    async with http.put(
-        f"{API}/invoices/{created.id}/send_invoice.xml",
-        data=body(fmt, "invoice", fields),
-        headers=HEADERS[fmt],
-    ) as resp:
-        assert resp.status == 200, await resp.text()
-        sent = load_model(await resp.read(), fmt_of(fmt), m.Invoice)
+    path = f"/invoices/{created.id}/send_invoice.xml"
+    sent = await answer(http, "PUT", path, fmt, ("invoice", fields), m.Invoice, 200)
     assert sent.state == "open"
     assert sent.email == "contact-7@example.com"
     assert sent.invoice_email
     assert sent.history[-1].action == f"invoice_sent_{method}"
-    async with http.put(
-        f"{API}/invoices/{created.id}/send_reminder.xml",
-        data=body(fmt, "invoice", fields),
-        headers=HEADERS[fmt],
-    ) as resp:
-        assert resp.status == 200, await resp.text()
-        reminded = load_model(await resp.read(), fmt_of(fmt), m.Invoice)
+    path = f"/invoices/{created.id}/send_reminder.xml"
+    reminded = await answer(http, "PUT", path, fmt, ("invoice", fields), m.Invoice, 200)
     assert reminded.history[-1].action == f"invoice_reminder_sent_{method}"
 
 
@@ -361,13 +371,10 @@ async def test_send_still_needs_a_valid_send_method(
         ({"email": "a@example.com"}, "send_method"),
         ({"send_method": "pigeon"}, "send_method"),
     ):
-        async with http.put(
-            f"{API}/invoices/{created.id}/send_invoice.xml",
-            data=body(fmt, "invoice", fields),
-            headers=HEADERS[fmt],
-        ) as resp:
-            assert resp.status == 422
-            assert attribute in await resp.text()
+        path = f"/invoices/{created.id}/send_invoice.xml"
+        status, raw = await send(http, "PUT", path, fmt, "invoice", fields)
+        assert status == 422
+        assert attribute in raw.decode()
 
 
 async def test_our_client_sends_with_the_send_method_alone(
@@ -397,13 +404,15 @@ async def test_template_without_frequency_gets_frequency_1(
         "frequency_type": 2,
         "details_attributes": [{"description": "Hosting", "tax_rate_id": "1"}],
     }
-    async with http.post(
-        f"{API}/recurring_templates.xml",
-        data=body(fmt, "recurring_template", fields),
-        headers=HEADERS[fmt],
-    ) as resp:
-        assert resp.status == 201, await resp.text()
-        made = load_model(await resp.read(), fmt_of(fmt), m.RecurringTemplate)
+    made = await answer(
+        http,
+        "POST",
+        "/recurring_templates.xml",
+        fmt,
+        ("recurring_template", fields),
+        m.RecurringTemplate,
+        201,
+    )
     assert made.frequency == 1
     ours = await client.recurring_templates.create(
         m.RecurringTemplate(
@@ -418,12 +427,10 @@ async def test_template_without_frequency_gets_frequency_1(
 
 async def test_template_rules_that_stay(http: aiohttp.ClientSession, fmt: str) -> None:
     fields = {"contact_id": 999, "frequency": 0, "details_attributes": []}
-    async with http.post(
-        f"{API}/recurring_templates.xml",
-        data=body(fmt, "recurring_template", fields),
-        headers=HEADERS[fmt],
-    ) as resp:
-        assert resp.status == 422
-        text = await resp.text()
+    status, raw = await send(
+        http, "POST", "/recurring_templates.xml", fmt, "recurring_template", fields
+    )
+    assert status == 422
+    text = raw.decode()
     for attribute in ("contact_id", "frequency", "frequency_type", "details"):
         assert re.search(rf"\b{attribute}\b", text), attribute
