@@ -119,8 +119,9 @@ def add_job_commands(commands: Any) -> None:
         type=Path,
         default=os.environ.get(ENV_SECRETS_DIR),
         metavar="DIR",
-        help="file: secrets must lie under this folder (symlinks resolved); without it, "
-        f"no file: secret is read (default: ${ENV_SECRETS_DIR})",
+        help="file: secrets must lie under this folder (symlinks resolved), which only "
+        "this user (or root) may write; without it, no file: secret is read "
+        f"(default: ${ENV_SECRETS_DIR})",
     )
     worker.add_argument(
         "--secret-env-prefix",
