@@ -216,25 +216,46 @@ def _read_file(root: str, inside: PurePath, what: str) -> str:
 
 def _read_open(fd: int, path: str, what: str) -> str:
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        raise SecretError(f"{what} file {path} is not a regular file")
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO) and stat.S_ISREG(info.st_mode):
         raise SecretError(
             f"{what} file {path} is readable by others "
             f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
         )
-    data = b""
-    while len(data) <= MAX_SECRET_BYTES:
-        chunk = os.read(fd, MAX_SECRET_BYTES + 1 - len(data))
-        if not chunk:
-            break
-        data += chunk
-    if len(data) > MAX_SECRET_BYTES:
-        raise SecretError(f"{what} file {path} is larger than {MAX_SECRET_BYTES} bytes")
+    data = read_regular(fd, path, f"{what} file", MAX_SECRET_BYTES)
     try:
         return data.decode("utf-8").strip()
     except UnicodeDecodeError:
         raise SecretError(f"{what} file {path} is not UTF-8 text") from None
+
+
+def read_regular_file(path: str, what: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit` of them: opened without
+    blocking, so a FIFO is refused at once instead of waited on (`read_regular`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SecretError(f"cannot read {what} {path}: {exc.strerror}") from None
+    try:
+        return read_regular(fd, path, what, limit)
+    finally:
+        os.close(fd)
+
+
+def read_regular(fd: int, path: str, what: str, limit: int) -> bytes:
+    """All of the open file `fd`, refused (`SecretError`) unless it is a regular file (a
+    FIFO could block forever, a device such as /dev/zero never ends) of at most `limit`
+    bytes; never more than `limit` + 1 bytes are read."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise SecretError(f"{what} {path} is not a regular file")
+    data = bytearray()
+    while len(data) <= limit:
+        chunk = os.read(fd, min(limit + 1 - len(data), 1 << 20))
+        if not chunk:
+            break
+        data += chunk
+    if len(data) > limit:
+        raise SecretError(f"{what} {path} is larger than {limit} bytes")
+    return bytes(data)
 
 
 def redact(text: str) -> str:

@@ -41,6 +41,7 @@ import attrs
 
 import invoicing_async as ia
 from invoicing_async._account_run import Credentials
+from invoicing_async._secrets import SecretError, read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,6 +50,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
 
+#: Far above 100,000 accounts (a CSV row is ~150 bytes); a file that never ends (a device,
+#: a FIFO) is refused, not read until memory runs out.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KNOWN = frozenset(
     {
@@ -79,12 +83,14 @@ _SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
 class AccountsFileError(ia.InvoicingError):
     """The accounts file cannot be used; the message names the account and the key.
 
-    `problems`: one line per mistake, each naming its line in the file when known.
+    `problems`: one line per mistake, each naming its line in the file when known;
+    `in_rows`: whether they are mistakes of rows (else the file as a whole is unusable).
     """
 
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.problems: tuple[str, ...] = tuple(problems) or (message,)
+        self.in_rows = bool(problems)
 
 
 @attrs.frozen
@@ -174,9 +180,11 @@ def _where(path: Path, line: int) -> str:
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """The file's accounts as (line, keys), defaults applied."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from exc
+        text = read_regular_file(str(path), "accounts file", MAX_FILE_BYTES).decode("utf-8")
+    except SecretError as exc:  # not a regular file (a FIFO, /dev/zero), too large
+        raise AccountsFileError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from None
     if path.suffix.lower() == ".csv":
         return _csv_rows(path, text)
     try:

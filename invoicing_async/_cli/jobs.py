@@ -318,6 +318,9 @@ async def _import(path: Path, jobs: Jobs) -> int:
     try:
         load_accounts(path, check)
     except AccountsFileError as exc:
+        if not exc.in_rows:  # the file itself: unreadable, not a regular file, too large
+            _error(str(exc))
+            return 1
         problems = exc.problems
     else:
         problems = ()

@@ -3,6 +3,7 @@ is written, upserted in one transaction (issue #26, item 5)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -148,3 +149,15 @@ def test_ten_thousand_accounts_are_imported_in_under_ten_seconds(
     # The same file again: every row updated, none added.
     assert main(["accounts", "import", str(file), "--database-url", migrated]) == 0
     assert "0 added, 10000 updated" in capsys.readouterr().out
+
+
+def test_a_file_that_never_ends_is_one_line_and_nothing_is_written(
+    migrated: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "accounts.csv"
+    os.mkfifo(fifo, 0o600)
+    for path in (fifo, Path("/dev/zero")):
+        assert cli("accounts", "import", str(path), url=migrated) == 1
+        err = capsys.readouterr().err
+        assert err == f"error: accounts file {path} is not a regular file\n"
+    assert accounts(migrated) == []
