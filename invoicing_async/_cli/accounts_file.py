@@ -53,6 +53,9 @@ __all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
 #: Far above 100,000 accounts (a CSV row is ~150 bytes); a file that never ends (a device,
 #: a FIFO) is refused, not read until memory runs out.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+#: hourly_limit, every_seconds: 1 to 2**31 - 1 (a PostgreSQL integer), in ASCII digits.
+_WHOLE = re.compile(r"[0-9]{1,10}")
+_MAX_WHOLE = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KNOWN = frozenset(
     {
@@ -242,8 +245,12 @@ def _account(raw: dict[str, Any], index: int, base: Path, line: int) -> AccountC
     if fmt not in ("xml", "json"):
         raise AccountsFileError(f"{label}: format must be 'xml' or 'json'")
     for key in ("hourly_limit", "every_seconds"):
-        if key in raw and not str(raw[key]).isdigit():
-            raise AccountsFileError(f"{label}: {key} must be a positive whole number")
+        # ASCII digits only: str.isdigit() passes "²", which int() then refuses.
+        text = str(raw.get(key, 1))
+        if not (_WHOLE.fullmatch(text) and 0 < int(text) <= _MAX_WHOLE):
+            raise AccountsFileError(
+                f"{label}: {key} must be a positive whole number (at most {_MAX_WHOLE})"
+            )
     db_dir = base / str(raw.get("db_dir", "."))
     db = base / str(raw["db"]) if "db" in raw else db_dir / f"{name}.sqlite3"
     ca = base / str(raw["ca_file"]) if raw.get("ca_file") else None

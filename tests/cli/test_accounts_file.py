@@ -39,3 +39,27 @@ def test_files_that_never_end_or_block_are_refused_at_once(
     fifo = tmp_path / "accounts.toml"
     os.mkfifo(fifo, 0o600)
     assert problems(fifo) == (f"accounts file {fifo} is not a regular file",)
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "0", "-1", "9" * 5000, "2147483648", "3.0", "True"])
+def test_a_number_that_is_not_plain_ascii_digits_is_one_line(tmp_path: Path, value: str) -> None:
+    """A "²" passes str.isdigit() and then fails int(); 5,000 digits fail int() too."""
+    file = tmp_path / "accounts.csv"
+    file.write_text(HEADER + ROW.replace(",300\n", f",{value}\n"), encoding="utf-8")
+    assert problems(file) == (
+        f"{file}:2: account 'acme': hourly_limit must be a positive whole number "
+        "(at most 2147483647)",
+    )
+    toml = tmp_path / "accounts.toml"
+    toml.write_text(
+        '[[accounts]]\nname = "acme"\nbase_url = "https://acme.example.com"\n'
+        f'username = "u"\npassword_env = "X"\nevery_seconds = "{value}"\n',
+        encoding="utf-8",
+    )
+    assert "every_seconds must be a positive whole number" in problems(toml)[0]
+
+
+def test_whole_numbers_in_range_are_read(tmp_path: Path) -> None:
+    file = tmp_path / "accounts.csv"
+    file.write_text(HEADER + ROW.replace(",300\n", ",2147483647\n"), encoding="utf-8")
+    assert [a.hourly_limit for a in load_accounts(file)] == [2147483647]
