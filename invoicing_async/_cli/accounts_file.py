@@ -23,8 +23,9 @@ in the file itself: it would sit in clear text wherever the file is copied.
 `hourly_limit` and `every_seconds` are read by `accounts import` (workers' schedule).
 
 A file named `*.csv` has a header row of the same keys, one account a row (empty cells
-are absent keys; no defaults). Every row is checked before any is used: all mistakes are
-reported at once, each with its line.
+are absent keys; no defaults); UTF-8, with or without the byte-order mark Excel writes.
+Every row is checked before any is used: all mistakes are reported at once, each with
+its line. The file must be a regular file of at most 64 MiB.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ def _where(path: Path, line: int) -> str:
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """The file's accounts as (line, keys), defaults applied."""
     try:
-        text = read_regular_file(str(path), "accounts file", MAX_FILE_BYTES).decode("utf-8")
+        data = read_regular_file(str(path), "accounts file", MAX_FILE_BYTES)
+        text = data.decode("utf-8-sig")  # Excel's "CSV UTF-8" starts with a byte-order mark
     except SecretError as exc:  # not a regular file (a FIFO, /dev/zero), too large
         raise AccountsFileError(str(exc)) from None
     except UnicodeDecodeError as exc:

@@ -63,3 +63,23 @@ def test_whole_numbers_in_range_are_read(tmp_path: Path) -> None:
     file = tmp_path / "accounts.csv"
     file.write_text(HEADER + ROW.replace(",300\n", ",2147483647\n"), encoding="utf-8")
     assert [a.hourly_limit for a in load_accounts(file)] == [2147483647]
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\n"])
+def test_a_csv_saved_by_excel_with_a_byte_order_mark_is_read(tmp_path: Path, newline: str) -> None:
+    """Excel's "CSV UTF-8" starts with a BOM, which made the first column's name
+    "\\ufeffname": every row had no name."""
+    file = tmp_path / "accounts.csv"
+    file.write_bytes((HEADER + ROW).replace("\n", newline).encode("utf-8-sig"))
+    (acme,) = load_accounts(file)
+    assert (acme.name, acme.base_url, acme.hourly_limit) == (
+        "acme",
+        "https://acme.example.com",
+        300,
+    )
+    toml = tmp_path / "accounts.toml"
+    toml.write_bytes(
+        b'\xef\xbb\xbf[[accounts]]\nname = "acme"\nbase_url = "https://acme.example.com"\n'
+        b'username = "u"\npassword_env = "X"\n'
+    )
+    assert [a.name for a in load_accounts(toml)] == ["acme"]
