@@ -241,6 +241,14 @@ def _account(raw: dict[str, Any], index: int, base: Path, line: int) -> AccountC
     unknown = sorted(raw.keys() - _KNOWN)
     if unknown:
         raise AccountsFileError(f"{label}: unknown keys {unknown}")
+    for key in sorted(raw):
+        # A username with a terminal escape or a newline would redraw the screen or
+        # forge a line wherever it is shown: refused where it is written.
+        if isinstance(raw[key], str) and not raw[key].isprintable():
+            raise AccountsFileError(
+                f"{label}: {key} holds a control character (a newline, a tab, a terminal "
+                "escape); write it without"
+            )
     if not isinstance(raw.get("base_url"), str):
         raise AccountsFileError(f"{label}: base_url is required")
     fmt = raw.get("format", "xml")

@@ -4,6 +4,7 @@ control characters in what reaches a terminal."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -83,3 +84,28 @@ def test_a_csv_saved_by_excel_with_a_byte_order_mark_is_read(tmp_path: Path, new
         b'username = "u"\npassword_env = "X"\n'
     )
     assert [a.name for a in load_accounts(toml)] == ["acme"]
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # set the window title, clear the screen
+
+
+@pytest.mark.parametrize("username", [f"api{ESCAPES}", "api\nuser", "api\tuser", "api\u202euser"])
+def test_control_characters_in_a_username_are_refused_without_being_shown(
+    tmp_path: Path, username: str
+) -> None:
+    toml = tmp_path / "accounts.toml"
+    toml.write_text(
+        '[[accounts]]\nname = "acme"\nbase_url = "https://acme.example.com"\n'
+        f'username = {json.dumps(username)}\npassword_env = "X"\n',
+        encoding="utf-8",
+    )
+    csv = tmp_path / "accounts.csv"
+    quoted = '"' + username.replace('"', '""') + '"'  # as a spreadsheet writes a cell
+    csv.write_text(HEADER + ROW.replace("api-user", quoted), encoding="utf-8")
+    for file in (toml, csv):
+        (problem,) = problems(file)
+        assert problem.endswith(
+            "account 'acme': username holds a control character (a newline, a tab, a terminal "
+            "escape); write it without"
+        )
+        assert problem.isprintable()
