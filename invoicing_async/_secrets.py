@@ -36,6 +36,7 @@ __all__ = [
     "SecretPolicy",
     "SecretRef",
     "parse_secret_ref",
+    "read_regular_file",
     "read_secret",
     "redact",
 ]
@@ -215,13 +216,14 @@ def _read_file(root: str, inside: PurePath, what: str) -> str:
 
 
 def _read_open(fd: int, path: str, what: str) -> str:
+    """The secret in the open file `fd`: an owner-only regular file of UTF-8 text."""
     info = os.fstat(fd)
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO) and stat.S_ISREG(info.st_mode):
         raise SecretError(
             f"{what} file {path} is readable by others "
             f"(mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
         )
-    data = read_regular(fd, path, f"{what} file", MAX_SECRET_BYTES)
+    data = _read_regular(fd, path, f"{what} file", MAX_SECRET_BYTES)
     try:
         return data.decode("utf-8").strip()
     except UnicodeDecodeError:
@@ -230,32 +232,28 @@ def _read_open(fd: int, path: str, what: str) -> str:
 
 def read_regular_file(path: str, what: str, limit: int) -> bytes:
     """The bytes of the regular file at `path`, at most `limit` of them: opened without
-    blocking, so a FIFO is refused at once instead of waited on (`read_regular`)."""
+    blocking, so a FIFO is refused at once instead of waited on (`_read_regular`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SecretError(f"cannot read {what} {path}: {exc.strerror}") from None
     try:
-        return read_regular(fd, path, what, limit)
+        return _read_regular(fd, path, what, limit)
     finally:
         os.close(fd)
 
 
-def read_regular(fd: int, path: str, what: str, limit: int) -> bytes:
+def _read_regular(fd: int, path: str, what: str, limit: int) -> bytes:
     """All of the open file `fd`, refused (`SecretError`) unless it is a regular file (a
     FIFO could block forever, a device such as /dev/zero never ends) of at most `limit`
     bytes; never more than `limit` + 1 bytes are read."""
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         raise SecretError(f"{what} {path} is not a regular file")
-    data = bytearray()
-    while len(data) <= limit:
-        chunk = os.read(fd, min(limit + 1 - len(data), 1 << 20))
-        if not chunk:
-            break
-        data += chunk
+    with open(fd, "rb", closefd=False) as file:
+        data = file.read(limit + 1)
     if len(data) > limit:
         raise SecretError(f"{what} {path} is larger than {limit} bytes")
-    return bytes(data)
+    return data
 
 
 def redact(text: str) -> str:
