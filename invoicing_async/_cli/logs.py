@@ -1,4 +1,6 @@
-"""Logging for the commands: text or JSON lines on stderr, secrets redacted.
+"""Logging for the commands: text or JSON lines on stderr, secrets redacted, control
+characters escaped (`printable`: what a service or an account row holds never moves the
+cursor, recolours the terminal or starts a forged line).
 
 The `worker` logs its runs by default (level info); the other commands print their own
 report and log nothing unless asked (`-v`, `--log-level`).
@@ -15,7 +17,7 @@ from typing import IO, Any
 
 from invoicing_async._secrets import redact
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging"]
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "printable"]
 
 #: Attributes every `LogRecord` has; anything else was given as `extra=` and is a field.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
@@ -25,14 +27,40 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 }
 
 
+def printable(text: str) -> str:
+    """`text` safe to show on a terminal or in a log line: every character that
+    `str.isprintable` refuses (escapes, newlines, tabs, bidi controls) written as its
+    Python escape, as `repr` shows it (``\\x1b``, ``\\n``, ``\\u202e``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 class TextFormatter(logging.Formatter):
-    """``time level logger: message``, with every known secret replaced by ``***``."""
+    """``time level logger: message``, with every known secret replaced by ``***``; one
+    line a message (control characters escaped), then any traceback."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        escaped = logging.makeLogRecord(vars(record))
+        escaped.msg, escaped.args = printable(record.getMessage()), None
+        escaped.exc_text = None  # made again by `formatException`, escaped
+        return redact(super().format(escaped))
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback's own lines kept; its exceptions' messages (which may quote the
+        service) on one line each, and control characters anywhere escaped."""
+        text = super().formatException(ei)
+        exc, seen = ei[1], set()
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            message = str(exc)
+            if not message.isprintable():
+                text = text.replace(message, printable(message))
+            exc = exc.__cause__ or exc.__context__
+        return "\n".join(printable(line) for line in text.split("\n"))
 
 
 class JsonFormatter(logging.Formatter):

@@ -23,6 +23,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
+from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
@@ -173,6 +174,36 @@ async def test_documents_round_trip_exactly_nul_included(postgres_url: str) -> N
         (1, True, "nul\\u0000 snow☃ \U0001f600", "24\\u00001"),
         (2, True, "\\u0000 \\\\u0000", "24\ufffd1"),
     ]
+
+
+async def test_documents_come_back_as_the_service_sent_them(postgres_url: str) -> None:
+    # jsonb rewrites numbers (-0.0 as 0.0, 1E+2 as 100), orders keys and decodes escapes;
+    # the fields the models do not know are kept as they came, so the mirror gives back
+    # the service's bytes, not jsonb's reading of them. The jsonb stays queryable.
+    body = (
+        b'[{"invoice":{"id":1,"revision":2,"state":"open",'
+        b'"zero":-0.0,"hundred":1E+2,"tiny":1.50e-3,"b":"\\u00e9","a":[-0,0.10]}}]'
+    )
+    docs, failed = load_invoice_documents(body, "json", limit=10)
+    assert failed == []
+    sent = docs[0].document
+    async with PostgresStore(postgres_url, account="acme") as store:
+        assert (await store.apply_documents(docs)).created == [1]
+        assert [d async for d in store.iter_documents()] == [sent]
+        back = await store.get(1)
+    assert back is not None
+    assert {k: str(v) for k, v in back.extra.items()} == {
+        "zero": "-0.0",
+        "hundred": "1E+2",
+        "tiny": "0.00150",
+        "b": "é",
+        "a": "[0, Decimal('0.10')]",
+    }
+    with psycopg.connect(postgres_url) as conn:
+        row = conn.execute(
+            "SELECT document->>'state', (document->>'hundred')::numeric FROM invoicing_invoices"
+        ).fetchone()
+    assert row == ("open", 100)
 
 
 # -- schema ---------------------------------------------------------------------------------
