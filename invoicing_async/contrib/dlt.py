@@ -51,8 +51,8 @@ from dlt.extract.hints import TResourceNestedHints
 from dlt.extract.resource import DltResource
 
 from invoicing_async import Auth, BasicAuth, Format, InvoicingClient, RateBudget
-from invoicing_async._models.export import decimal_type, scalar_columns
-from invoicing_async._sync.fetching import FetchPhase, SyncSettings
+from invoicing_async._models import export
+from invoicing_async._sync import fetching
 from invoicing_async._sync.plan import BATCH_SIZE
 from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.store import PendingEntry
@@ -68,11 +68,11 @@ from invoicing_async.models import (
     SyncRevisions,
 )
 
-__all__ = ["DELETED_COLUMN", "invoicing_source"]
+__all__ = ["invoicing_source"]
 
 logger = logging.getLogger("invoicing_async.contrib.dlt")
 
-DELETED_COLUMN = "_deleted"
+_DELETED = "_deleted"
 """True on the marker row of an invoice deleted on the service (never stored)."""
 
 _DLT_TYPES: dict[str, TDataType] = {
@@ -99,12 +99,12 @@ _LOADED = "loaded"  # resource state: set once a load ran; reset by every dlt re
 def _columns(cls: type[Model]) -> TTableSchemaColumns:
     """The dlt columns of a model's scalar attributes, typed, plus `extra` as json."""
     columns: TTableSchemaColumns = {}
-    for name, kind in scalar_columns(cls).items():
+    for name, kind in export.scalar_columns(cls).items():
         if name in _REQUEST_ONLY:
             continue
         column: TColumnSchema = {"name": name, "data_type": _DLT_TYPES[kind], "nullable": True}
         if kind == "decimal":
-            column["precision"], column["scale"] = decimal_type(name)
+            column["precision"], column["scale"] = export.decimal_type(name)
         elif kind == "datetime":
             column["timezone"] = True
         columns[name] = column
@@ -118,7 +118,7 @@ def _held(name: str, value: Any, owner: Model) -> None:
     in UTC, text that is not UTF-8 (a lone surrogate)."""
     what = f"{type(owner).__name__} {getattr(owner, 'id', None)}: {name}"
     if isinstance(value, Decimal):
-        precision, scale = decimal_type(name)
+        precision, scale = export.decimal_type(name)
         if value != round(value, scale):
             raise ValueError(f"{what}={value} has more than {scale} decimal places")
         if abs(value) >= Decimal(10) ** (precision - scale):
@@ -146,7 +146,7 @@ def _row_fields(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     known = _ROW_FIELDS.get(cls)
     if known is not None:
         return known
-    kinds = scalar_columns(cls)
+    kinds = export.scalar_columns(cls)
     fields = []
     for field in attrs.fields(cls):
         if field.name in _REQUEST_ONLY:
@@ -242,7 +242,9 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions:
     return revisions
 
 
-async def _invoices(account: _Account, *, scd2: bool, settings: SyncSettings) -> AsyncIterator[Any]:
+async def _invoices(
+    account: _Account, *, scd2: bool, settings: fetching.SyncSettings
+) -> AsyncIterator[Any]:
     """The `invoices` resource: deletion markers, then new and changed invoices in
     batches of 100 from the engine's fetch phase."""
     state = dlt.current.resource_state("invoices")
@@ -258,11 +260,10 @@ async def _invoices(account: _Account, *, scd2: bool, settings: SyncSettings) ->
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         for start in range(0, len(plan.to_delete), BATCH_SIZE * 10):
             yield [
-                {"id": i, DELETED_COLUMN: True}
-                for i in plan.to_delete[start : start + BATCH_SIZE * 10]
+                {"id": i, _DELETED: True} for i in plan.to_delete[start : start + BATCH_SIZE * 10]
             ]
         report = SyncReport()
-        phase = FetchPhase(client, plan, report, settings)
+        phase = fetching.FetchPhase(client, plan, report, settings)
         async for fetched in phase:
             rows, refused = [], {}
             for document in fetched.documents:
@@ -372,14 +373,14 @@ def invoicing_source(
         disposition: Any = {
             "disposition": "merge",
             "strategy": "scd2",
-            "source_filter": f"{DELETED_COLUMN} IS NULL",
+            "source_filter": f"{_DELETED} IS NULL",
             "destination_scope": "id IN (SELECT id FROM {staging_table})",
         }
-        invoice_columns[DELETED_COLUMN] = {"data_type": "bool", "nullable": True}
+        invoice_columns[_DELETED] = {"data_type": "bool", "nullable": True}
         primary_key: Any = ()
     else:
         disposition = {"disposition": "merge", "strategy": "delete-insert"}
-        invoice_columns[DELETED_COLUMN] = {
+        invoice_columns[_DELETED] = {
             "data_type": "bool",
             "nullable": True,
             "hard_delete": True,
@@ -398,7 +399,7 @@ def invoicing_source(
     )(
         account,
         scd2=scd2,
-        settings=SyncSettings(
+        settings=fetching.SyncSettings(
             concurrency=concurrency,
             max_delete_share=max_delete_share,
             force_deletions=force_deletions,
