@@ -37,6 +37,7 @@ import datetime as dt
 import json
 import logging
 import ssl as _ssl
+import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from typing import Any
@@ -211,11 +212,15 @@ class _Account:
                 await budget.close()
 
 
-def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions:
+_NESTED = ("invoices__details", "invoices__payments", "invoices__history")
+
+
+def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | None:
     """`{id: revision}` of the invoices in the destination (current rows with scd2).
 
-    Empty when the table or the dataset does not exist (a first load, or a destination
-    that was reset): everything listed is then fetched.
+    Empty when the dataset does not exist (a first load, or a dropped dataset); None
+    when the `invoices` table alone was dropped: its nested tables, orphans now, are
+    dropped too, and the caller has dlt create the tables again.
     """
     revisions = SyncRevisions()
     if getattr(pipeline, "destination", None) is None:  # extract only: nothing stored
@@ -225,20 +230,23 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions:
     def named(name: str) -> str:
         return naming.normalize_identifier(name) if naming else name
 
-    try:
-        with pipeline.sql_client() as sql:
-            ident, revision, valid_to = (
-                sql.escape_column_name(named(c)) for c in ("id", "revision", "_dlt_valid_to")
-            )
-            table = sql.make_qualified_table_name(named("invoices"))
-            current = f" WHERE {valid_to} IS NULL" if scd2 else ""
-            query = f"SELECT {ident}, {revision} FROM {table}{current} ORDER BY {ident}"
+    with pipeline.sql_client() as sql:
+        if not sql.has_dataset():
+            return revisions
+        ident, revision, valid_to = (
+            sql.escape_column_name(named(c)) for c in ("id", "revision", "_dlt_valid_to")
+        )
+        table = sql.make_qualified_table_name(named("invoices"))
+        current = f" WHERE {valid_to} IS NULL" if scd2 else ""
+        query = f"SELECT {ident}, {revision} FROM {table}{current} ORDER BY {ident}"
+        try:
             with sql.execute_query(query) as cursor:
                 while rows := cursor.fetchmany(50_000):
                     for found, at in rows:
                         revisions.add(int(found), int(at or 0))
-    except DestinationUndefinedEntity:  # no such table, or no such dataset
-        return SyncRevisions()
+        except DestinationUndefinedEntity:
+            sql.drop_tables(*_NESTED)
+            return None
     return revisions
 
 
@@ -252,10 +260,15 @@ async def _invoices(
     # dropped or emptied, so the load is a full one.
     loaded = bool(state.get(_LOADED))
     stored = _stored_revisions(dlt.current.pipeline(), scd2=scd2) if loaded else SyncRevisions()
+    # The table was dropped behind dlt's back: a new hint makes a new schema version,
+    # which has dlt create the missing tables again.
+    rebuild: dict[str, Any] | None = None
+    if stored is None:
+        rebuild = {"x-invoicing-rebuilt": int(time.time())}
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:
-        plan = await settings.plan(client, stored, pending)
+        plan = await settings.plan(client, stored or SyncRevisions(), pending)
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         for start in range(0, len(plan.to_delete), BATCH_SIZE * 10):
@@ -272,7 +285,12 @@ async def _invoices(
                 except ValueError as exc:
                     refused[document.id or 0] = str(exc)
             phase.quarantine(refused)
-            yield rows
+            if rebuild:
+                hints = dlt.mark.make_hints(additional_table_hints=rebuild)
+                yield dlt.mark.with_hints(rows, hints)
+                rebuild = None
+            else:
+                yield rows
         if phase.queued_ids():
             logger.warning(
                 "%d invoices not fetched: the next run fetches them", len(phase.queued_ids())

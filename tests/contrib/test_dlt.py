@@ -255,6 +255,20 @@ def test_any_auth_and_a_private_ca_connect(pipeline: dlt.Pipeline, tmp_path: Pat
             assert current(pipeline) == on_service(service)
 
 
+def test_a_dropped_invoices_table_is_loaded_again(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    load(pipeline, service)
+    with pipeline.sql_client() as client:
+        client.drop_tables("invoices")
+    assert load(pipeline, service)["fetch"] == math.ceil(INVOICES / 100)
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
+    [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+    assert load(pipeline, service)["fetch"] == 0
+
+
 def test_a_reset_destination_gets_a_full_load(
     service: FakeInvoicingService, pipeline: dlt.Pipeline
 ) -> None:
