@@ -337,7 +337,7 @@ def _nested(**models: type[Model]) -> dict[TTableNames, TResourceNestedHints]:
     return {name: {"columns": _columns(cls)} for name, cls in models.items()}
 
 
-@dlt.source(name="invoicing")
+@dlt.source(name="invoicing", root_key=True)
 def invoicing_source(
     base_url: str = dlt.config.value,
     username: str | None = dlt.secrets.value,

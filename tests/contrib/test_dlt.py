@@ -188,6 +188,14 @@ def test_scd2_keeps_each_revision_and_closes_deleted_invoices(
     [(rows,)] = query(pipeline, "SELECT COUNT(*) FROM invoices")
     assert rows == INVOICES + len(changed)
 
+    # The guide's join: each version's lines by the root key.
+    [(lines,)] = query(
+        pipeline,
+        "SELECT COUNT(*) FROM invoices__details AS d JOIN invoices AS i "
+        "ON d._dlt_root_id = i._dlt_id WHERE i._dlt_valid_to IS NULL",
+    )
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
     third = load(pipeline, service, scd2=True)
     assert (third["list"], third["fetch"]) == (1, 0)
     [(rows,)] = query(pipeline, "SELECT COUNT(*) FROM invoices")
