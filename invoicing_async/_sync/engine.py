@@ -117,15 +117,15 @@ class SyncEngine:
             quarantined=list(plan.quarantined),
             deletions_refused=plan.deletions_refused,
             dry_run=self.dry_run,
-            needed_requests=plan.requests,
+            needed_requests=plan.batches,
             budget_available=await self._budget_available(),
         )
-        if plan.requests > report.budget_available:
+        if plan.batches > report.budget_available:
             logger.info(
                 "the plan needs %d requests, %d are available now: ~%.0fs at the budget's pace",
-                plan.requests,
+                plan.batches,
                 report.budget_available,
-                self.client.budget.time_for(plan.requests, background=True),
+                self.client.budget.time_for(plan.batches, background=True),
             )
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)

@@ -226,20 +226,20 @@ class FetchPhase:
         with the reason, so they neither block their batch nor cost requests run after
         run. Also for the consumer: an invoice its destination cannot hold."""
         for ident, error in reasons.items():
-            counted = ident in self.entries  # not yet done: never returned
+            self.done += ident in self.entries  # not counted yet: never returned
             entry = self.entries.get(ident) or self.plan.pending.get(ident)
-            if entry is None:
-                continue
-            self.entries[ident] = _quarantined(entry, self.max_attempts)
-            self.report.quarantined.append(ident)
-            self.report.unreadable[ident] = error
-            self.done += counted
-            logger.warning(
-                "invoice %d cannot be kept (%s): quarantined until its revision "
-                "changes or quarantine_for passes",
-                ident,
-                error,
-            )
+            if entry is not None:
+                self.report.unreadable[ident] = error
+                self._give_up(self.entries, entry, self.max_attempts, f"cannot be kept ({error})")
+
+    def _give_up(
+        self, held: dict[int, PendingEntry], entry: PendingEntry, attempts: int, why: str
+    ) -> None:
+        """Quarantine `entry` in `held`: skipped until its revision changes or
+        `quarantine_for` passes (no refetching forever)."""
+        held[entry.id] = _quarantined(entry, attempts)
+        self.report.quarantined.append(entry.id)
+        logger.warning("invoice %d %s: quarantined", entry.id, why)
 
     def _next_batch(self) -> list[int]:
         size = min(BATCH_SIZE, len(self.queue))
@@ -290,43 +290,29 @@ class FetchPhase:
 
     def _note_behind(self, kept: list[InvoiceDocument]) -> None:
         """Invoices returned at an older revision than listed: stored, and fetched again
-        next run; quarantined after `max_attempts` runs (no refetching forever)."""
+        next run; quarantined after `max_attempts` runs."""
         for doc in kept:
             entry = self.entries.get(doc.id or 0)
             if entry is None or (doc.revision or 0) >= entry.revision:
                 continue
             attempts = entry.attempts + 1
             if attempts >= self.max_attempts:
-                self.behind[entry.id] = _quarantined(entry, attempts)
-                self.report.quarantined.append(entry.id)
-                logger.warning(
-                    "invoice %d returned older than listed (%d < %d) %d times: quarantined",
-                    entry.id,
-                    doc.revision or 0,
-                    entry.revision,
-                    attempts,
-                )
+                why = f"returned older than listed ({doc.revision} < {entry.revision})"
+                self._give_up(self.behind, entry, attempts, f"{why} {attempts} times")
             else:
                 self.behind[entry.id] = attrs.evolve(entry, attempts=attempts)
 
     def _retry_missing(self, missing: list[int]) -> None:
         """Ids asked for but not returned: again in a later batch, quarantined after
-        `max_attempts` (no endless refetching)."""
+        `max_attempts`."""
         for ident in missing:
             entry = self.entries.get(ident)
             if entry is None:
                 continue
             attempts = entry.attempts + 1
             if attempts >= self.max_attempts:
-                self.entries[ident] = _quarantined(entry, attempts)
-                self.report.quarantined.append(ident)
                 self.done += 1
-                logger.warning(
-                    "invoice %d listed but not returned %d times: quarantined "
-                    "until its revision changes or quarantine_for passes",
-                    ident,
-                    attempts,
-                )
+                self._give_up(self.entries, entry, attempts, f"not returned {attempts} times")
             else:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts)
                 self.queue.append(ident)  # fills the spare room of the last batch

@@ -43,12 +43,8 @@ class SyncPlan:
 
     @property
     def batches(self) -> int:
-        return batches_for(len(self.to_fetch))
-
-    @property
-    def requests(self) -> int:
         """Requests the fetch needs when nothing fails (the list is already spent)."""
-        return self.batches
+        return batches_for(len(self.to_fetch))
 
 
 def _recheck(before: PendingEntry | None, listed: int, stored: int) -> bool:
