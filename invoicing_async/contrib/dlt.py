@@ -138,30 +138,20 @@ def _held(name: str, value: Any, owner: Model) -> None:
         _held(name, json.dumps(value, default=str, ensure_ascii=False), owner)
 
 
-_ROW_FIELDS: dict[type[Any], tuple[tuple[str, str], ...]] = {}
+_ROW_FIELDS: dict[type[Any], tuple[tuple[str, bool], ...]] = {}
 
 
-def _row_fields(cls: type[Any]) -> tuple[tuple[str, str], ...]:
-    """(name, kind) of a model's attributes as rows carry them: "decimal", "list",
-    "extra" or "value"; request-only flags left out. Worked out once per class."""
-    known = _ROW_FIELDS.get(cls)
-    if known is not None:
-        return known
+def _row_fields(cls: type[Any]) -> tuple[tuple[str, bool], ...]:
+    """(name, whether it is a list of models) of a model's attributes as rows carry
+    them, request-only flags left out. Worked out once per class."""
+    if cls in _ROW_FIELDS:
+        return _ROW_FIELDS[cls]
     kinds = export.scalar_columns(cls)
-    fields = []
-    for field in attrs.fields(cls):
-        if field.name in _REQUEST_ONLY:
-            continue
-        if field.name == "extra":
-            kind = "extra"
-        elif kinds.get(field.name) == "decimal":
-            kind = "decimal"
-        elif field.name in kinds:
-            kind = "value"
-        else:
-            kind = "list"
-        fields.append((field.name, kind))
-    _ROW_FIELDS[cls] = tuple(fields)
+    _ROW_FIELDS[cls] = tuple(
+        (field.name, field.name not in kinds and field.name != "extra")
+        for field in attrs.fields(cls)
+        if field.name not in _REQUEST_ONLY
+    )
     return _ROW_FIELDS[cls]
 
 
@@ -169,13 +159,13 @@ def _row(model: Model) -> dict[str, Any]:
     """A model as a dlt row: plain values, nested lists of rows, empty `extra` as None;
     `ValueError` when a value cannot be held by its column (`_held`)."""
     row: dict[str, Any] = {}
-    for name, kind in _row_fields(type(model)):
+    for name, nested in _row_fields(type(model)):
         value = getattr(model, name)
-        if kind == "list":
+        if nested:
             value = [_row(item) for item in value]
-        elif kind == "extra":
+        elif name == "extra":
             value = value or None
-        if value is not None and kind != "list":
+        if value is not None and not nested:
             _held(name, value, model)
         row[name] = value
     return row
@@ -291,11 +281,9 @@ async def _invoices(
                 rebuild = None
             else:
                 yield rows
-        if phase.queued_ids():
-            logger.warning(
-                "%d invoices not fetched: the next run fetches them", len(phase.queued_ids())
-            )
     queued = phase.queued_ids()
+    if queued:
+        logger.warning("%d invoices not fetched: the next run fetches them", len(queued))
     kept = {i: e for i, e in phase.remaining_plan().items() if i not in queued or e.attempts}
     reasons = {
         str(i): report.unreadable.get(i, reasons.get(str(i), ""))
