@@ -240,10 +240,14 @@ def test_every_dlt_refresh_reloads_everything(
     assert load(pipeline, service)["fetch"] == 0
 
 
-def test_any_auth_and_a_private_ca_connect(pipeline: dlt.Pipeline, tmp_path: Path) -> None:
-    """OAuth 1 through `auth=`, over HTTPS whose CA is trusted with `ssl=` or `ca_file`."""
+def test_any_auth_and_a_private_ca_connect(
+    pipeline: dlt.Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OAuth 1 through `auth=`, over HTTPS whose CA is trusted with `ssl=`, or with
+    `ca_file` from dlt's config."""
     with running_in_thread(FakeInvoicingService(invoices=20, oauth1=True)) as service:
         service.write_ca(tmp_path / "ca.pem")
+        monkeypatch.setenv("SOURCES__INVOICING__CA_FILE", str(tmp_path / "ca.pem"))
         sources = [
             invoicing_source(
                 base_url=service.base_url,
@@ -254,7 +258,6 @@ def test_any_auth_and_a_private_ca_connect(pipeline: dlt.Pipeline, tmp_path: Pat
             invoicing_source(
                 base_url=service.base_url,
                 auth=service.oauth1_auth,
-                ca_file=str(tmp_path / "ca.pem"),
                 budget=RateBudget(limit=100_000),
             ),
         ]
