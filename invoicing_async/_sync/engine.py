@@ -187,16 +187,9 @@ class SyncEngine:
         unique = list(dict.fromkeys(ids))
         stored = await self.store.revisions()
         entries = {i: PendingEntry(id=i, revision=stored.get(i, 0)) for i in unique}
+        new = sum(1 for i in unique if i not in stored)
         plan = SyncPlan(
-            listed=0,
-            to_fetch=unique,
-            new=sum(1 for i in unique if i not in stored),
-            changed=sum(1 for i in unique if i in stored),
-            unchanged=0,
-            to_delete=[],
-            deletions_refused=None,
-            quarantined=[],
-            pending=entries,
+            listed=0, to_fetch=unique, new=new, changed=len(unique) - new, pending=entries
         )
         report = SyncReport(planned=len(unique))
         # One attempt each: an id the service does not return is not retried here.

@@ -32,11 +32,11 @@ class SyncPlan:
     to_fetch: list[int]
     new: int
     changed: int
-    unchanged: int
-    to_delete: list[int]
-    deletions_refused: str | None
-    quarantined: list[int]
     pending: dict[int, PendingEntry]
+    unchanged: int = 0
+    to_delete: list[int] = attrs.field(factory=list)
+    deletions_refused: str | None = None
+    quarantined: list[int] = attrs.field(factory=list)
     #: Listed at a lower revision than stored: the service went back (restored from a
     #: backup). Fetched, and the service's copy taken although its revision is older.
     regressed: list[int] = attrs.field(factory=list)
