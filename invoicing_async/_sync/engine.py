@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -157,17 +158,18 @@ class SyncEngine:
     async def _write_all(self, phase: FetchPhase, first_request: int) -> None:
         """Write each batch the phase hands out, in one transaction each."""
         report = phase.report
-        async for fetched in phase:
-            result = await self._write(fetched)
-            report.created += len(result.created)
-            report.updated += len(result.updated)
-            report.stale += len(result.stale)
-            if self.on_batch is not None:
-                changed_ids = set(result.created) | set(result.updated)
-                changed = [doc.model() for doc in fetched.documents if doc.id in changed_ids]
-                self.on_batch(BatchCommitted(changed=changed, deleted=[]))
-            if self.on_progress is not None:
-                self.on_progress(phase.progress(self.client.requests_sent - first_request))
+        async with contextlib.aclosing(phase.batches()) as batches:
+            async for fetched in batches:
+                result = await self._write(fetched)
+                report.created += len(result.created)
+                report.updated += len(result.updated)
+                report.stale += len(result.stale)
+                if self.on_batch is not None:
+                    changed_ids = set(result.created) | set(result.updated)
+                    changed = [doc.model() for doc in fetched.documents if doc.id in changed_ids]
+                    self.on_batch(BatchCommitted(changed=changed, deleted=[]))
+                if self.on_progress is not None:
+                    self.on_progress(phase.progress(self.client.requests_sent - first_request))
 
     async def _write(self, fetched: Fetched) -> BatchResult:
         if fetched.restored:

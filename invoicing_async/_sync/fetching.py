@@ -9,7 +9,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 
 import attrs
 
@@ -140,8 +140,9 @@ class Fetched:
 
 
 class FetchPhase:
-    """One run's fetch phase: iterate it (`async for fetched in phase`) and write each
-    batch before asking for the next; `concurrency` requests stay in flight meanwhile.
+    """One run's fetch phase: iterate `batches()` and write each batch before asking for
+    the next; `concurrency` requests stay in flight meanwhile. Close the iterator
+    (`contextlib.aclosing`) so that a consumer that stops cancels the requests.
 
     Given only a client, the plan, the report it fills and the settings. What is left
     (`remaining_plan`) is for the consumer to keep for the next run.
@@ -197,7 +198,8 @@ class FetchPhase:
             eta=budget.time_for(remaining, background=True) if remaining else 0.0,
         )
 
-    async def __aiter__(self) -> AsyncIterator[Fetched]:
+    async def batches(self) -> AsyncGenerator[Fetched, None]:
+        """The checked batches, as they arrive; each written before the next."""
         handed: asyncio.Queue[tuple[Fetched, asyncio.Future[None]] | None] = asyncio.Queue()
         workers = [
             asyncio.ensure_future(self._worker(handed)) for _ in range(self.settings.concurrency)

@@ -267,20 +267,21 @@ async def _invoices(
             ]
         report = SyncReport()
         phase = fetching.FetchPhase(client, plan, report, settings)
-        async for fetched in phase:
-            rows, refused = [], {}
-            for document in fetched.documents:
-                try:
-                    rows.append(_row(document.model()))
-                except ValueError as exc:
-                    refused[document.id or 0] = str(exc)
-            phase.quarantine(refused)
-            if rebuild:
-                hints = dlt.mark.make_hints(additional_table_hints=rebuild)
-                yield dlt.mark.with_hints(rows, hints)
-                rebuild = None
-            else:
-                yield rows
+        async with contextlib.aclosing(phase.batches()) as batches:
+            async for fetched in batches:
+                rows, refused = [], {}
+                for document in fetched.documents:
+                    try:
+                        rows.append(_row(document.model()))
+                    except ValueError as exc:
+                        refused[document.id or 0] = str(exc)
+                phase.quarantine(refused)
+                if rebuild:
+                    hints = dlt.mark.make_hints(additional_table_hints=rebuild)
+                    yield dlt.mark.with_hints(rows, hints)
+                    rebuild = None
+                else:
+                    yield rows
     queued = phase.queued_ids()
     if queued:
         logger.warning("%d invoices not fetched: the next run fetches them", len(queued))
