@@ -36,11 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "PostgresStore"]
 
-#: The store's tables: migrations in ``_sync/sql/``; version 1 of the single version
-#: table of releases before the runner is its version 1.
-SCHEMA = migrations.Component(
-    "store", "invoicing_async._sync", legacy=((1, 1),), sign="invoicing_invoices"
-)
+#: The store's tables: migrations in ``_sync/sql/``.
+SCHEMA = migrations.Component("store", "invoicing_async._sync", sign="invoicing_invoices")
 
 T = TypeVar("T")
 

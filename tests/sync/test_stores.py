@@ -164,7 +164,7 @@ async def test_documents_are_stored_as_given_and_read_back_as_the_models(
 
 async def test_every_store_applies_the_one_revision_rule(store: Store) -> None:
     """`write_outcome` is the rule; each store (PostgreSQL's in SQL) gives its outcomes."""
-    from invoicing_async.sync import write_outcome
+    from invoicing_async._sync.store import write_outcome
 
     cases = [(None, False, 5), (10, False, 9), (10, False, 10), (10, False, 11), (10, True, 3)]
     ids = range(1, len(cases) + 1)
