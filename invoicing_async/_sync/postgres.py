@@ -199,8 +199,7 @@ class PostgresStore:
     ) -> list[tuple[int, bytes]]:
         async def read(conn: Conn) -> list[tuple[int, bytes]]:
             cursor = await conn.execute(
-                "SELECT id, coalesce(raw, convert_to(document::text, 'UTF8'))"
-                " FROM invoicing_invoices WHERE account = %s"
+                "SELECT id, raw FROM invoicing_invoices WHERE account = %s"
                 f" AND deleted_at IS NULL AND {where} ORDER BY id LIMIT %s",
                 (self.account, *args, limit),
                 binary=True,

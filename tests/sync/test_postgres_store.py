@@ -318,15 +318,15 @@ async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> No
         psycopg.connect(postgres_url) as conn,
         conn.cursor() as cursor,
         cursor.copy(
-            "COPY invoicing_invoices (account, id, revision, document, synced_at, deleted_at)"
+            "COPY invoicing_invoices (account, id, revision, document, raw, synced_at, deleted_at)"
             " FROM STDIN"
         ) as copy,
     ):
         for ident in range(1, rows + 1):
-            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", AT, None))
+            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", b"{}", AT, None))
         for ident in range(1, 1001):  # another account's rows and a tombstone are not read
-            copy.write_row(("other", ident, 1, "{}", AT, None))
-        copy.write_row(("big", rows + 1, 1, "{}", AT, AT))
+            copy.write_row(("other", ident, 1, "{}", b"{}", AT, None))
+        copy.write_row(("big", rows + 1, 1, "{}", b"{}", AT, AT))
     async with PostgresStore(postgres_url, account="big") as store:
         await store.get(0)  # open the pool before measuring
         tracemalloc.start()

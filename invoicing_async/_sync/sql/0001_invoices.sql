@@ -1,9 +1,10 @@
 -- Invoices with tombstones, and the pending plan, keyed by account (PostgresStore).
 --
 -- The document is jsonb, so that SQL can query the mirror (SELECT document->>'state' …).
--- jsonb cannot hold U+0000. In a document with a NUL in a string, the NUL reads in jsonb as
--- the six characters \u0000, and `raw` keeps the document's exact bytes (NULL for every
--- other document); the store reads `raw` when it is there.
+-- `raw` keeps every document's exact bytes, as the service sent them, and the store reads
+-- them from there: jsonb rewrites what it holds (numbers: -0.0 reads as 0.0 and 1E+2 as
+-- 100; keys sorted, duplicates dropped; a NUL reads as the six characters \u0000), so a
+-- mirror read back from jsonb would not give back what the service sent.
 CREATE TABLE invoicing_invoices (
     account text NOT NULL,
     id bigint NOT NULL,
@@ -12,7 +13,7 @@ CREATE TABLE invoicing_invoices (
     state text,
     contact_id bigint,
     document jsonb NOT NULL,
-    raw bytea,
+    raw bytea NOT NULL,
     synced_at timestamptz NOT NULL,
     deleted_at timestamptz,
     PRIMARY KEY (account, id)
@@ -44,9 +45,5 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     ) AS parsed
 $$;
 
--- The exact bytes of a document jsonb cannot hold as they are; NULL for the others.
-CREATE OR REPLACE FUNCTION invoicing_raw_v1(p_document bytea) RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN strpos(convert_from(p_document, 'UTF8'), '\u0000') > 0
-                THEN p_document END
-$$;
+COMMENT ON COLUMN invoicing_invoices.raw IS
+    'the document''s exact bytes as the service sent them; what the store reads back';
