@@ -206,6 +206,8 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             if entry is None:
                 if extra is None:
                     extra = {}
+                if not text_ok(key):  # a field name no store can keep either
+                    raise DecodeError(f"{cls_name}: a field name {_LONE_SURROGATE}")
                 if value.__class__ is not int:
                     try:
                         check_plain(value)

@@ -4,15 +4,15 @@ The one module that knows how a name travels: each attribute's names per format
 (`total_price` in JSON, `total-price` in XML; `details_attributes` in requests), the
 Rails root names, the rule that unwraps a JSON root, and every request payload (model
 bodies, update change sets, send and reminder, advanced filters, sync-fetch ids). Resources
-build no names themselves. The documents the service writes (lists, sync lists, 422
-errors) are here too, for the fake service and the store.
+build no names themselves. The documents only the service writes (lists, sync lists, 422
+errors) are the fake's: `invoicing_async.testing`.
 """
 
 from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -20,7 +20,7 @@ import attrs
 from invoicing_async._models.base import READ_ONLY, REQUEST_NAME, WIRE_NAME, Model
 from invoicing_async._models.invoice import Invoice, InvoiceDetail, InvoicePayment
 from invoicing_async._models.recurring import RecurringTemplate, RecurringTemplateDetail
-from invoicing_async._models.session import CurrentSession, SyncEntry
+from invoicing_async._models.session import CurrentSession
 from invoicing_async._wire.json import encode_json
 from invoicing_async._wire.outgoing import problems
 from invoicing_async._wire.xml import PlainList, encode_xml
@@ -33,12 +33,9 @@ __all__ = [
     "Mode",
     "changes_to_wire",
     "dump_changes",
-    "dump_field_errors",
     "dump_filter",
-    "dump_list",
     "dump_model",
     "dump_send",
-    "dump_sync_entries",
     "dump_sync_fetch_ids",
     "field_specs",
     "read_keys",
@@ -263,11 +260,6 @@ def _request(root: str, data: Mapping[str, Any], fmt: Format) -> bytes:
     return _wrapped(root, data, fmt)
 
 
-def _bare_json_list(items: list[Any]) -> bytes:
-    """A JSON list document: no root around the list, each member wrapped in its own."""
-    return encode_json(None, items)
-
-
 def dump_model(model: Model, fmt: Format, *, mode: Mode = "request") -> bytes:
     """A create or payment body (or, with `mode="document"`, the service's document)."""
     data = to_wire(model, fmt=fmt, mode=mode)
@@ -298,28 +290,3 @@ def dump_sync_fetch_ids(ids: Sequence[int], fmt: Format) -> bytes:
     if fmt == "xml":
         return _wrapped("invoices", {"ids": PlainList("id", [str(i) for i in ids])}, fmt)
     return _wrapped("invoices", {"ids": list(ids)}, fmt)
-
-
-def dump_list(models: Sequence[Model], fmt: Format, cls: type[Model]) -> bytes:
-    """A list document as the service writes it (used by the fake service)."""
-    single, many = ROOTS[cls]
-    items = [to_wire(m, fmt=fmt, mode="document") for m in models]
-    if fmt == "xml":
-        return _wrapped(many, items, fmt)
-    return _bare_json_list([{single: item} for item in items])
-
-
-def dump_sync_entries(entries: Iterable[SyncEntry], fmt: Format) -> bytes:
-    """The sync list as the service writes it (used by the fake service)."""
-    items = [{"id": e.id, "revision": e.revision} for e in entries]
-    if fmt == "xml":
-        return _wrapped("invoices", items, fmt)
-    return _bare_json_list([{"invoice": item} for item in items])
-
-
-def dump_field_errors(errors: Sequence[FieldError], fmt: Format) -> bytes:
-    """A 422 body in the service's current shape (used by the fake service)."""
-    if fmt == "xml":
-        members = [{"attribute": e.attribute, "message": e.message} for e in errors]
-        return encode_xml("errors", PlainList("error", members))
-    return _bare_json_list([[e.attribute, e.message] for e in errors])

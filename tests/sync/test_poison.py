@@ -15,7 +15,6 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._models.documents import dump_list, dump_sync_entries
 from invoicing_async.sync import (
     InvoiceDocument,
     MemoryStore,
@@ -32,6 +31,7 @@ from invoicing_async.testing import (
     mock_response,
 )
 from invoicing_async.testing._requests import parse_sync_ids
+from invoicing_async.testing._writers import dump_list, dump_sync_entries
 
 BAD = 137  # the id of the member that is poisoned
 MARK_TIME = dt.datetime(2001, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc)
