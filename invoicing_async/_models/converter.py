@@ -1,8 +1,8 @@
-"""The one cattrs converter: wire trees -> attrs models, and models -> plain dicts.
+"""The one cattrs converter: wire trees -> attrs models, the one way a model is built.
 
 Structuring accepts a dict from either wire codec: keys underscored or hyphenated,
 scalars already typed (XML `type` attributes) or still strings/numbers (JSON). Unknown
-keys land in `extra`. The names come from `payloads`, which also writes wire trees.
+keys land in `extra`. The names come from the name table, `fields`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import cattrs
 
 from invoicing_async._models.base import Model
-from invoicing_async._models.payloads import field_specs, read_keys, snake_name
+from invoicing_async._models.fields import field_specs, read_keys, snake_name
 from invoicing_async._wire.scalars import (
     INT64_MAX,
     INT64_MIN,
@@ -31,7 +31,7 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = ["check_plain", "converter", "structure", "to_dict"]
+__all__ = ["check_plain", "converter", "structure"]
 
 M = TypeVar("M", bound=Model)
 
@@ -272,13 +272,4 @@ converter.register_structure_hook_factory(_is_model, _make_model_hook)
 def structure(data: Any, cls: type[M]) -> M:
     """A model from a decoded wire tree; any mismatch is a `DecodeError` naming the field."""
     result: M = converter.structure(data, cls)
-    return result
-
-
-# -- plain dicts ---------------------------------------------------------------------------
-
-
-def to_dict(model: Model) -> dict[str, Any]:
-    """Plain Python values, nested models as dicts; handy for rows and DataFrames."""
-    result: dict[str, Any] = converter.unstructure(model)
     return result

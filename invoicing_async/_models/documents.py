@@ -13,7 +13,8 @@ import attrs
 
 from invoicing_async._models.base import Model
 from invoicing_async._models.converter import structure
-from invoicing_async._models.payloads import ROOTS, Format, dump_model, snake_name, unwrap_root
+from invoicing_async._models.fields import snake_name
+from invoicing_async._models.payloads import ROOTS, Format, dump_model, unwrap_root
 from invoicing_async._models.session import SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs

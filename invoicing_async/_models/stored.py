@@ -26,8 +26,9 @@ from invoicing_async._models.documents import (
     member_id,
     unwrap_member,
 )
+from invoicing_async._models.fields import snake_name
 from invoicing_async._models.invoice import Invoice
-from invoicing_async._models.payloads import snake_name, unwrap_root
+from invoicing_async._models.payloads import unwrap_root
 from invoicing_async._models.strict_json import checked_invoice, invoice_columns
 from invoicing_async._wire.json import decode_json, encode_document, split_members
 from invoicing_async._wire.xml import BadMember, decode_xml_members

@@ -19,8 +19,8 @@ from typing import Annotated, Any
 import msgspec
 
 from invoicing_async._models.base import Model
+from invoicing_async._models.fields import field_specs, read_keys
 from invoicing_async._models.invoice import Invoice
-from invoicing_async._models.payloads import field_specs, read_keys
 from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, MAX_DEPTH
 
 __all__ = ["Columns", "checked_invoice", "invoice_columns", "struct_for"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from invoicing_async._models.base import Model
-from invoicing_async._models.payloads import ROOTS, Format, to_wire, wire_key
+from invoicing_async._models.fields import Format, wire_key
+from invoicing_async._models.payloads import ROOTS, to_wire
 from invoicing_async._models.session import SyncEntry
 from invoicing_async._wire.json import encode_json
 from invoicing_async._wire.xml import PlainList, encode_xml
