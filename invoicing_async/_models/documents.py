@@ -90,31 +90,22 @@ def _structure_document(root: str | None, value: Any, cls: type[M]) -> M:
     return structure(value, cls)
 
 
-def _members(body: bytes, fmt: Format, single: str, many: str) -> list[Any]:
-    root, value = _decode(body, fmt)
+def _members(body: bytes, single: str, many: str) -> list[Any]:
+    """The members of a JSON list that is not a bare array (`{"invoices": […]}`)."""
+    root, value = _decode(body, "json")
     if root is not None and root not in (many, single):
         raise DecodeError(f"expected a {many!r} list, got {root!r}")
-    if fmt == "xml" and root == single:
-        raise DecodeError(f"expected a {many!r} list, got one {single!r}")
     if value == "":
-        return []  # <invoices/> without type="array"
+        return []
     if isinstance(value, dict):
-        # <invoices><invoice>…</invoice></invoices> without type="array": Rails-style
-        # repetition. One key holding the member(s).
+        # One key holding the member(s), as Rails repeats them without an array.
         if len(value) != 1:
             raise DecodeError(f"expected a {many!r} list, got an object")
         (inner,) = value.values()
         value = inner if isinstance(inner, list) else [inner]
     if not isinstance(value, list):
         raise DecodeError(f"expected a {many!r} list, got {type(value).__name__}")
-    if fmt == "json":
-        return [unwrap_member(m, single) for m in value]
-    return [{} if m == "" else m for m in value]
-
-
-# An XML list body larger than this is read member by member, each handed on as it is
-# read: the parse tree of the whole list never exists (a JSON array always is).
-_STREAM_BYTES = 256 * 1024
+    return [unwrap_member(m, single) for m in value]
 
 
 #: A list reply may hold at most this many members, plus one per `BYTES_PER_MEMBER` bytes
@@ -154,7 +145,7 @@ def each_member(
         for raw in iter_members(body):
             counted(unwrap_member(decode_json(raw), single))
         return
-    if fmt == "xml" and len(body) > _STREAM_BYTES:
+    if fmt == "xml":
 
         def check_root(name: str) -> None:
             root = snake_name(name)
@@ -165,7 +156,7 @@ def each_member(
 
         decode_xml_members(body, lambda m: counted({} if m == "" else m), check_root)
         return
-    for member in _members(body, fmt, single, many):
+    for member in _members(body, single, many):
         counted(member)
 
 
@@ -228,8 +219,9 @@ def member_id(member: Any) -> int | None:
 def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     """The sync list as a compact {id: revision} (the highest if an id is listed twice).
 
-    Streamed: each member goes into two integer arrays as it is read, so a list of a
-    million invoices never exists as a million objects.
+    The usual shape goes straight into two integer arrays, a piece at a time, so a list
+    of a million invoices never exists as a million objects; any other shape is read
+    whole and judged member by member.
     """
     if fmt == "xml":
         fast = read_sync_pairs(body)
@@ -245,31 +237,15 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     pairs = read_json_sync_pairs(body)
     if pairs is not None:  # the usual shape, checked in C
         return SyncRevisions.from_arrays(*pairs)
-    revisions = SyncRevisions()
-
-    def add(member: Any) -> None:
-        revisions.add(*_sync_member(member))
-
-    def hook(obj: dict[str, Any]) -> Any:
-        if "revision" in obj and "id" in obj:
-            add(obj)
-            return _TAKEN
-        if len(obj) == 1 and next(iter(obj.values())) is _TAKEN:
-            return _TAKEN  # {"invoice": {…}} whose content is already in the dict
-        return obj
-
-    json_root, value = unwrap_root(decode_json(body, object_hook=hook))
+    json_root, value = unwrap_root(decode_json(body))
     if json_root not in (None, "invoices", "invoice"):
         raise DecodeError(f"expected a 'invoices' list, got {json_root!r}")
     if not isinstance(value, list):
         raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
+    revisions = SyncRevisions()
     for member in value:
-        if member is not _TAKEN:
-            _sync_member(unwrap_member(member, "invoice"))  # raises, naming what is missing
+        revisions.add(*_sync_member(unwrap_member(member, "invoice")))
     return revisions
-
-
-_TAKEN = object()
 
 
 def _check_sync_root(root: str) -> None:
