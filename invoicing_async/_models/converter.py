@@ -45,6 +45,7 @@ converter = cattrs.Converter()
 # A C-level cache, safe across threads; refusals raise and are not cached.
 decimal_text = functools.lru_cache(maxsize=4096)(parse_decimal)
 datetime_text = functools.lru_cache(maxsize=4096)(parse_datetime)
+date_text = functools.lru_cache(maxsize=4096)(parse_date)
 
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
@@ -115,7 +116,7 @@ def _date(value: Any, _: Any) -> dt.date | None:
     if cls is dt.date:
         return typing.cast(dt.date, value)
     if cls is str:
-        return parse_date(value) if value.strip() else None
+        return date_text(value) if value.strip() else None
     if cls is dt.datetime:
         return typing.cast(dt.datetime, value).date()
     raise DecodeError(f"expected a date, got {_kind(value)}")
@@ -174,14 +175,20 @@ def check_plain(value: Any, depth: int = 1) -> None:
 
 
 # What a field's value is, so the hot loop takes the common cases without a call.
-_OTHER, _TEXT, _INT, _LIST, _DECIMAL, _DATETIME = range(6)
-_KINDS = {str: _TEXT, int: _INT, Decimal: _DECIMAL, dt.datetime: _DATETIME}
+_OTHER, _TEXT, _INT, _LIST = range(4)
+_KINDS = {str: _TEXT, int: _INT}
+# JSON sends amounts, dates and times as text: parsed once each, by these cached functions.
+_TEXTS: dict[Any, Callable[[str], Any]] = {
+    Decimal: decimal_text,
+    dt.datetime: datetime_text,
+    dt.date: date_text,
+}
 
 
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
 def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
-    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int]] = {}
+    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int, Any]] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
             item_hook = converter.get_structure_hook(spec.item_model)
@@ -190,7 +197,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
         else:
             fn = converter.get_structure_hook(spec.base_type)
             kind = _KINDS.get(spec.base_type, _OTHER)
-        entry = (spec.name, fn, spec.base_type, kind)
+        entry = (spec.name, fn, spec.base_type, kind, _TEXTS.get(spec.base_type))
         for key in read_keys(spec):
             table[key] = entry
     cls_name = cls.__name__
@@ -215,7 +222,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                         raise DecodeError(f"{cls_name}.{snake_name(key)}: {exc}") from None
                 extra[snake_name(key)] = value
                 continue
-            name, hook, tp, kind = entry
+            name, hook, tp, kind, parse = entry
             if value is None:
                 if kind == _LIST:
                     kwargs[name] = []
@@ -233,9 +240,9 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                 else:
                     kwargs[name] = value
                     continue
-            elif kind == _DECIMAL and value.__class__ is str and value[:1].isdigit():
-                try:  # JSON's amounts are text: parsed once each (`decimal_text`)
-                    kwargs[name] = decimal_text(value)
+            elif parse is not None and value.__class__ is str and value[:1].isdigit():
+                try:
+                    kwargs[name] = parse(value)
                     continue
                 except DecodeError:
                     pass  # `hook` says what is wrong, named below

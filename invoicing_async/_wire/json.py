@@ -49,34 +49,30 @@ def _number(text: str) -> Decimal:
     return parse_decimal(text)
 
 
-def _decoder(object_hook: Callable[[dict[str, Any]], Any] | None) -> json.JSONDecoder:
-    return json.JSONDecoder(
-        parse_float=_number,
-        # Integers stay C-fast: the interpreter itself refuses ones of over 4300 digits
-        # (ValueError in `decode_json`), which bounds the work a hostile body can cause.
-        parse_constant=_parse_constant,
-        object_hook=object_hook,
-    )
+# Integers stay C-fast: the interpreter itself refuses ones of over 4300 digits
+# (ValueError in `decode_json`), which bounds the work a hostile body can cause.
+_STDLIB = json.JSONDecoder(parse_float=_number, parse_constant=_parse_constant)
+_MSGSPEC = msgspec.json.Decoder(float_hook=_number)
 
 
-#: The decoder of every body without an object hook, made once (it keeps no state).
-_DECODER = _decoder(None)
-
-
-def decode_json(
-    body: bytes | str, *, object_hook: Callable[[dict[str, Any]], Any] | None = None
-) -> Any:
+def decode_json(body: bytes | str) -> Any:
     """Parse JSON; fractions become exact `Decimal`. Every failure is a `DecodeError`.
 
-    `object_hook` may replace each object as it is parsed (to keep large lists small).
+    Parsed in C by msgspec; a body it refuses is parsed again by the standard library,
+    which gives the same values for all msgspec reads, reads what msgspec does not (a
+    lone surrogate escape, for the converter to name the field; a byte-order mark) and
+    says what is wrong with the rest.
     """
     if len(body) > MAX_ELEMENTS:  # a shorter body cannot hold more values than that
         raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
         check_element_count(count_in(raw, b","), "JSON document")
     try:
-        decoder = _DECODER if object_hook is None else _decoder(object_hook)
+        return _MSGSPEC.decode(body)
+    except (msgspec.MsgspecError, DecodeError, RecursionError, ValueError):
+        pass
+    try:
         text = body if isinstance(body, str) else body.decode(json.detect_encoding(body))
-        return decoder.decode(text)
+        return _STDLIB.decode(text)
     except json.JSONDecodeError as exc:
         raise DecodeError(f"malformed JSON: {exc.msg}", position=(exc.lineno, exc.colno)) from None
     except UnicodeDecodeError as exc:
