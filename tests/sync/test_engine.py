@@ -303,10 +303,10 @@ async def test_a_store_that_keeps_models_gets_each_invoice_decoded_once(
     """`MemoryStore` keeps models: each is read from its checked document once, when the
     store asks for it, and never again."""
     from invoicing_async._models import stored
+    from invoicing_async._models.documents import load_model
 
     populate(big_service.account, 150, seed=10)
     read: list[bytes] = []
-    load_model = stored.load_model
 
     def counting(body: bytes, *args: Any) -> Any:
         read.append(body)
