@@ -142,5 +142,85 @@ def shared_results() -> list[Result]:
     return results
 
 
+HELD = (50, 5000)
+CALLS = 300
+
+
+async def _per_call(url: str, held: int) -> float:
+    """Seconds per take and settle on a store holding `held` units (each settled)."""
+    budget = ia.RateBudget(held + CALLS + 10, 3600.0, shared=url, key=f"held-{held}")
+    store = budget._spender.store  # noqa: SLF001 - timing the store itself
+    try:
+        for _ in range(held):
+            grant, _ = await store.take(budget.key or "", budget, hold=60.0, keep=0)
+            await store.settle(budget.key or "", budget, grant.unit, grant.taken_at,
+                               sent=True, remaining=None)  # fmt: skip
+        started = time.perf_counter()
+        for _ in range(CALLS):
+            grant, _ = await store.take(budget.key or "", budget, hold=60.0, keep=0)
+            await store.settle(budget.key or "", budget, grant.unit, grant.taken_at,
+                               sent=True, remaining=None)  # fmt: skip
+        return (time.perf_counter() - started) / CALLS
+    finally:
+        await budget.close()
+
+
+async def _burst(url: str) -> tuple[int, float]:
+    """1,000 concurrent calls through one budget (default store timeout): failures, seconds."""
+    budget = ia.RateBudget(2000, 3600.0, shared=url, key="burst")
+    spender = budget._spender  # noqa: SLF001 - the transport's side, without HTTP
+
+    async def call() -> None:
+        permit = await spender.take(max_wait=0)
+        await spender.settle(permit)
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(call() for _ in range(1000)), return_exceptions=True)
+    elapsed = time.perf_counter() - started
+    await budget.close()
+    return sum(isinstance(r, BaseException) for r in results), elapsed
+
+
+def store_cost_results() -> list[Result]:
+    """(d) Each shared store's cost per take and settle at 50 and 5,000 units held (flat:
+    at most 1.5x), and (e) 1,000 concurrent calls through one budget (none fails)."""
+    results = []
+    for name in ("sqlite", "postgres", "redis"):
+
+        async def one(backend: str = name) -> tuple[list[float], tuple[int, float]] | None:
+            async with _backend(backend) as url:
+                if url is None:
+                    return None
+                costs = [await _per_call(url, held) for held in HELD]
+                return costs, await _burst(url)
+
+        measured = asyncio.run(one())
+        if measured is None:
+            print(f"budget (d): {name} unavailable, skipped", file=sys.stderr)
+            continue
+        (small, big), (failed, seconds) = measured
+        results.append(
+            Result(
+                f"budget (d) {name}: take+settle at {HELD[1]:,} units held / at {HELD[0]}",
+                big * 1000,
+                small * 1000,
+                "ms",
+                1.5,
+                note=f"{small * 1000:.3f} ms at {HELD[0]}, {big * 1000:.3f} ms at {HELD[1]:,}",
+            )
+        )
+        results.append(
+            Result(
+                f"budget (e) {name}: failures in 1,000 concurrent calls",
+                failed,
+                1,
+                "calls",
+                0.0,
+                note=f"{seconds:.2f}s for the burst",
+            )
+        )
+    return results
+
+
 def run() -> list[Result]:
-    return [fresh_budget_ratio(), *shared_results()]
+    return [fresh_budget_ratio(), *shared_results(), *store_cost_results()]

@@ -229,6 +229,9 @@ class SQLiteBudgetStore:
 
                 def prepare() -> None:
                     db.execute("PRAGMA journal_mode=WAL")
+                    # No fsync per transaction (WAL keeps the file whole): a burst of takes
+                    # is not held up by the disk; a power cut may forget the last few.
+                    db.execute("PRAGMA synchronous=NORMAL")
                     db.executescript(_SCHEMA)
 
                 retry_locked(prepare, self._timeout)

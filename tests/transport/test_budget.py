@@ -140,6 +140,7 @@ async def test_a_refusal_stops_every_user_and_one_probe_goes_after_the_estimate(
     loop = asyncio.get_running_loop()
     permit = await spender_of(batch).take(max_wait=0)
     wait = await spender_of(batch).settle(permit, refused=True)
+    assert wait is not None
     assert HOUR - 1 <= wait <= HOUR + 1  # our one request leaves the window in an hour
     with pytest.raises(ia.RateLimitExceeded):
         await spender_of(web).take(max_wait=0)  # the other user of the budget stops too
@@ -256,3 +257,19 @@ def test_a_burst_on_one_timestamp_uses_the_whole_hour(rule: WindowRule) -> None:
                 await hooks.settle(permit, refused=True)
 
     assert run_virtual(scenario) == 3 * 350
+
+
+async def test_phantoms_are_one_counted_block_not_one_entry_each() -> None:
+    """A 100,000 budget told by the server that 349 of 350 are left: 99,650 phantoms
+    held as one block (count and return time), beside our one unit."""
+    store = MemoryBudgetStore()
+    budget = RateBudget(limit=100_000, period=HOUR, store=store)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, limit=350, remaining=349)
+    ledger = store.ledger("default", budget)
+    assert (len(ledger.units), ledger.phantoms, len(ledger.blocks)) == (1, 99_650, 1)
+    assert budget.available_now() == 349
+    # The server hands back 100 of them: still one block, smaller.
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, limit=350, remaining=448)
+    assert (len(ledger.units), ledger.phantoms, len(ledger.blocks)) == (2, 99_550, 1)

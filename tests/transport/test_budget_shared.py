@@ -103,6 +103,7 @@ async def test_a_refusal_for_the_budget_stops_every_process(
     web, batch = make_budget(limit=20), make_budget(limit=20)
     permit = await spender_of(batch).take(max_wait=0)
     wait = await spender_of(batch).settle(permit, refused=True)
+    assert wait is not None
     assert 0 < wait <= HOUR + 5
     with pytest.raises(ia.RateLimitExceeded):
         await spender_of(web).take(max_wait=0)
