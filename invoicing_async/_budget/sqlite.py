@@ -10,6 +10,7 @@ advanced by each process as far as its own clock ran since.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sqlite3
 import threading
@@ -213,8 +214,10 @@ class SQLiteBudgetStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        # The file's time minus this process's clock, fixed at its first operation.
-        self._offset: float | None = None
+        # This store among the file's writers, and the least its clock was seen ahead of
+        # each other writer's (see `_now`).
+        self._writer = new_unit_id()
+        self._ahead: dict[str, float] = {}
         # Its own thread: a frozen lock holder must not hold up the loop's default pool.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
 
@@ -265,24 +268,28 @@ class SQLiteBudgetStore:
 
         A unit is settled at the file's high-water time (never behind what any process
         has written), so no process's slow clock returns it early. Units are taken by this
-        process's own clock, less how far it ran ahead of the file's time when it first
-        used the file (up to `SKEW_TOLERANCE`): a clock that is ahead does not see units
-        back early, and a gap that was only idle time makes this process see them late,
-        never early.
+        process's own clock, less how far it runs ahead of the slowest other writer's
+        (up to `SKEW_TOLERANCE`): the least gap seen between this clock and the clock
+        another writer last wrote, which idle time only makes larger. So a clock that is
+        ahead does not see units back early, and does not see them late for ever either
+        (which took its share of the budget away).
         """
         mine = self._clock()
-        row = db.execute("SELECT now FROM budget_clock WHERE id = 1").fetchone()
-        high: float | None = None if row is None else float(row[0])
-        if self._offset is None:
-            gap = 0.0 if high is None else mine - high
-            self._offset = -gap if 0.0 < gap <= SKEW_TOLERANCE else 0.0
+        row = db.execute("SELECT now, clock, writer FROM budget_clock WHERE id = 1").fetchone()
+        high: float | None = None
+        if row is not None:
+            high, clock, writer = float(row[0]), float(row[1]), str(row[2])
+            if writer != self._writer:
+                self._ahead[writer] = min(mine - clock, self._ahead.get(writer, math.inf))
+        ahead = max((g for g in self._ahead.values() if 0.0 < g <= SKEW_TOLERANCE), default=0.0)
         settle = mine if high is None else max(mine, high)
         db.execute(
-            "INSERT INTO budget_clock (id, now) VALUES (1, ?)"
-            " ON CONFLICT (id) DO UPDATE SET now = excluded.now",
-            (settle,),
+            "INSERT INTO budget_clock (id, now, clock, writer) VALUES (1, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET"
+            " now = excluded.now, clock = excluded.clock, writer = excluded.writer",
+            (settle, mine, self._writer),
         )
-        return FileTime(take=mine + self._offset, settle=settle)
+        return FileTime(take=mine - ahead, settle=settle)
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int

@@ -10,6 +10,7 @@ test_budget_processes.py runs real processes.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import socket
 import sqlite3
@@ -348,3 +349,35 @@ async def test_budgets_opening_one_new_sqlite_file_at_once_all_open(tmp_path: Pa
             for budget in budgets:
                 await budget.close()
         assert len(permits) == 6
+
+
+async def test_a_process_whose_clock_runs_ahead_still_gets_its_share(tmp_path: Path) -> None:
+    """Two processes on one SQLite file, the second one's clock 2 s ahead and first used
+    a second after the other's, take in turns (in a random order) for 60 s of a budget of
+    4 per 4 s: each gets a fair share (the skew guard once made the fast one see every
+    unit back late, so it got almost nothing), and no 4 s window holds more than 4."""
+    rng = random.Random(5)
+    true_time = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    slow = SQLiteBudgetStore(url, clock=lambda: true_time[0])
+    fast = SQLiteBudgetStore(url, clock=lambda: true_time[0] + 2.0)
+    budgets = {"slow": ia.RateBudget(4, 4.0, key="acme", store=slow)}
+    await budgets["slow"].refresh()
+    true_time[0] += 1.0
+    budgets["fast"] = ia.RateBudget(4, 4.0, key="acme", store=fast)
+    taken: dict[str, list[float]] = {"slow": [], "fast": []}
+    for _ in range(240):  # 60 s in steps of 0.25 s
+        for name in rng.sample(["slow", "fast"], 2):
+            while True:
+                try:
+                    await spend(budgets[name])
+                except ia.RateLimitExceeded:
+                    break
+                taken[name].append(true_time[0])
+        true_time[0] += 0.25
+    every = sorted(taken["slow"] + taken["fast"])
+    assert max(bisect.bisect_left(every, t + 4.0) - i for i, t in enumerate(every)) <= 4
+    assert len(taken["fast"]) >= 0.25 * len(every), (len(taken["fast"]), len(every))
+    assert len(taken["slow"]) >= 0.25 * len(every), (len(taken["slow"]), len(every))
+    await slow.close()
+    await fast.close()

@@ -23,9 +23,12 @@ CREATE TABLE IF NOT EXISTS budget_keys (
     phantoms INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
--- The file's clock: the latest time any process used (sqlite.py's `_now`), so no process
--- whose clock runs ahead returns units that others took earlier.
+-- The file's clock (sqlite.py's `_now`): the latest time any process used, so no process
+-- whose clock runs ahead returns units that others took earlier; and the last writer's
+-- own clock, by which each process learns how far its clock runs ahead of the others'.
 CREATE TABLE IF NOT EXISTS budget_clock (
     id INTEGER PRIMARY KEY CHECK (id = 1),
-    now REAL NOT NULL
+    now REAL NOT NULL,
+    clock REAL NOT NULL,
+    writer TEXT NOT NULL
 )
