@@ -23,6 +23,8 @@ from typing import Any
 import invoicing_async as ia
 from benchmarks.common import Result
 from benchmarks.server import FakeServerProcess
+from invoicing_async._budget.budget import spender_of
+from invoicing_async._budget.ledger import Grant
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 from tests.servers import ServerUnavailable, start_postgres, start_redis
@@ -149,17 +151,20 @@ CALLS = 300
 async def _per_call(url: str, held: int) -> float:
     """Seconds per take and settle on a store holding `held` units (each settled)."""
     budget = ia.RateBudget(held + CALLS + 10, 3600.0, shared=url, key=f"held-{held}")
-    store = budget._spender.store  # noqa: SLF001 - timing the store itself
+    store = spender_of(budget).store  # timing the store itself
+    key = f"held-{held}"
+
+    async def call() -> None:
+        grant, _ = await store.take(key, budget, hold=60.0, keep=0)
+        assert isinstance(grant, Grant)
+        await store.settle(key, budget, grant.unit, grant.taken_at, sent=True, remaining=None)
+
     try:
         for _ in range(held):
-            grant, _ = await store.take(budget.key or "", budget, hold=60.0, keep=0)
-            await store.settle(budget.key or "", budget, grant.unit, grant.taken_at,
-                               sent=True, remaining=None)  # fmt: skip
+            await call()
         started = time.perf_counter()
         for _ in range(CALLS):
-            grant, _ = await store.take(budget.key or "", budget, hold=60.0, keep=0)
-            await store.settle(budget.key or "", budget, grant.unit, grant.taken_at,
-                               sent=True, remaining=None)  # fmt: skip
+            await call()
         return (time.perf_counter() - started) / CALLS
     finally:
         await budget.close()
@@ -168,7 +173,7 @@ async def _per_call(url: str, held: int) -> float:
 async def _burst(url: str) -> tuple[int, float]:
     """1,000 concurrent calls through one budget (default store timeout): failures, seconds."""
     budget = ia.RateBudget(2000, 3600.0, shared=url, key="burst")
-    spender = budget._spender  # noqa: SLF001 - the transport's side, without HTTP
+    spender = spender_of(budget)  # the transport's side, without HTTP
 
     async def call() -> None:
         permit = await spender.take(max_wait=0)
