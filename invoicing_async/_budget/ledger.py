@@ -29,7 +29,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from random import getrandbits
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 from sortedcontainers import SortedDict, SortedList
@@ -40,7 +40,25 @@ T = TypeVar("T")
 #: Python): for the units and grants made on every request.
 _tuple: Callable[[type[T], tuple[Any, ...]], T] = tuple.__new__  # type: ignore[assignment]
 
-__all__ = ["Grant", "LedgerView", "MemoryLedger", "Refusal", "Unit", "new_unit_id"]
+__all__ = [
+    "Grant",
+    "LedgerParams",
+    "LedgerView",
+    "MemoryLedger",
+    "Refusal",
+    "Unit",
+    "new_unit_id",
+]
+
+
+class LedgerParams(Protocol):
+    """What a store needs to know of the budget: its size and its period."""
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def period(self) -> float: ...
 
 
 def new_unit_id() -> str:

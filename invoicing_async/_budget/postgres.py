@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
-from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
 from invoicing_async._postgres.connect import connection_pool, require_psycopg, where_of
 from invoicing_async._postgres.migrations import Component, apply
 from invoicing_async.errors import BudgetUnavailableError, StoreError

@@ -12,8 +12,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
-from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
 from invoicing_async._extras import install_hint
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
-from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
 from invoicing_async._sqlite import retry_locked
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 

@@ -14,20 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal
+from invoicing_async._budget.ledger import (
+    Grant,
+    LedgerParams,
+    LedgerView,
+    MemoryLedger,
+    Refusal,
+)
 from invoicing_async.errors import ConfigurationError
 
-__all__ = ["BudgetStore", "LedgerParams", "MemoryBudgetStore", "open_budget_store"]
-
-
-class LedgerParams(Protocol):
-    """What a store needs to know of the budget: its size and its period."""
-
-    @property
-    def limit(self) -> int: ...
-
-    @property
-    def period(self) -> float: ...
+__all__ = ["BudgetStore", "MemoryBudgetStore", "open_budget_store"]
 
 
 class BudgetStore(Protocol):
