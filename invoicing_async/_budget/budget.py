@@ -314,6 +314,7 @@ class Spender:
         return self.wait_for(1, 0) if refused else None
 
     async def refresh(self) -> None:
+        """Ask the store for its view now."""
         view = self.store.view(self.budget.key or "default", self.budget)
         self._remember(await self._call(view) if self._shared else await view)
 

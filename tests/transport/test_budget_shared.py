@@ -23,7 +23,7 @@ import pytest
 import invoicing_async as ia
 from invoicing_async._budget.budget import spender_of
 from invoicing_async._budget.ledger import Grant
-from invoicing_async._budget.sqlite import SQLiteBudgetStore
+from invoicing_async._budget.sqlite import SQLiteBudgetStore, sqlite_path
 from invoicing_async._budget.stores import MemoryBudgetStore
 from tests.servers import POSTGRES, REDIS
 
@@ -137,6 +137,35 @@ async def test_background_work_stops_short_of_the_reserve(
         await spend(web)
     with pytest.raises(ia.RateLimitExceeded):
         await spender_of(web).take(max_wait=0)
+
+
+async def test_phantoms_are_one_counted_block_in_every_store(
+    make_budget: Callable[..., ia.RateBudget], shared_url: str
+) -> None:
+    """A 100,000 budget told that 349 of 350 are left: one stored block of 99,650."""
+    budget = make_budget(limit=100_000)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, limit=350, remaining=349)
+    assert (await budget.refresh()).held_for_others == 99_650
+    if shared_url.startswith("sqlite"):
+        with sqlite3.connect(sqlite_path(shared_url)) as db:
+            blocks = db.execute("SELECT count(*), sum(count) FROM budget_phantoms").fetchone()
+    elif shared_url.startswith("postgresql"):
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(shared_url) as conn:
+            cursor = await conn.execute(
+                "SELECT count(*), sum(count) FROM invoicing_budget_phantoms"
+            )
+            blocks = await cursor.fetchone()
+    else:
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(shared_url)
+        sizes = await client.hgetall("{invoicing:budget:acme}:sizes")
+        await client.aclose()
+        blocks = (len(sizes) - 1, int(sizes[b"all"]))
+    assert tuple(blocks) == (1, 99_650)
 
 
 async def test_many_concurrent_takers_never_get_more_than_the_limit(
