@@ -14,9 +14,8 @@ it says more, phantoms are handed back, latest first. When nothing is left, one 
 comes back first (a probe) so that one request goes out to learn what is left, and the
 ledger can never wedge.
 
-Every operation is O(log n) (amortised) in our units held, plus the phantom blocks
-(a handful): a request in flight is kept out of the sorted index until its return time is
-known, so a take and its settle cost one sorted insertion each.
+Every operation is O(log n) in our units held, plus the phantom blocks (a handful): our
+units are indexed by return time and by take time, and counts are kept, never scanned for.
 
 `MemoryLedger` holds this state in a process; SQLite, PostgreSQL and Redis run the same
 rule on their own indexes (`sqlite.py`, ``sql/``, ``lua/``), tested against this one.
@@ -24,10 +23,8 @@ rule on their own indexes (`sqlite.py`, ``sql/``, ``lua/``), tested against this
 
 from __future__ import annotations
 
-import heapq
 import math
-from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from random import getrandbits
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -107,29 +104,10 @@ class LedgerView(NamedTuple):
         return max(0, self.limit - self.in_use)
 
 
-def nth_return(placed: Sequence[tuple[float, str]], flying: Sequence[float], n: int) -> float:
-    """The `n`-th soonest return (1-based) of two sorted sets of units, in
-    O(log k · log n) (k: units in flight), without merging them."""
-    # i units from `flying`, n - i from `placed`: the least i whose next flying unit
-    # does not come back before the last placed unit chosen.
-    lo, hi = max(0, n - len(placed)), min(n, len(flying))
-    while lo < hi:
-        i = (lo + hi) // 2
-        if flying[i] < placed[n - i - 1][0]:
-            lo = i + 1
-        else:
-            hi = i
-    last_flying = flying[lo - 1] if lo > 0 else -math.inf
-    last_placed = placed[n - lo - 1][0] if n - lo > 0 else -math.inf
-    return max(last_flying, last_placed)
-
-
 class MemoryLedger:
     """The ledger's state for one budget key, with the rule applied in Python.
 
     `units` (ours) and `blocks` (phantom return time -> count) are read-only outside.
-    Our unit is *flying* from its take to its settle (its return time is not final yet)
-    and *placed* after: only placed units are kept sorted.
     """
 
     def __init__(self, limit: int, period: float) -> None:
@@ -138,84 +116,52 @@ class MemoryLedger:
         self.units: dict[str, Unit] = {}
         self.blocks: SortedDict[float, int] = SortedDict()
         self.phantoms = 0
-        self._placed: SortedList[tuple[float, str]] = SortedList()
-        # Flying units, and a heap of their return times (an entry is live while its
-        # unit flies: a flying unit's return time never changes).
-        self._flying: set[str] = set()
-        self._flying_heap: list[tuple[float, str]] = []
-        # Take times of our units: how many were taken after a given one.
+        # Our units by return time, and their take times: how many were taken after one.
+        self._returns: SortedList[tuple[float, str]] = SortedList()
         self._taken: SortedList[float] = SortedList()
-        # No unit comes back before this (it may be earlier than the truth, never later).
-        self._next_due = math.inf
 
     def _forget(self, unit: Unit) -> None:
         del self.units[unit.id]
         self._taken.remove(unit.taken_at)
 
-    def _soonest_flying(self) -> float:
-        heap, flying = self._flying_heap, self._flying
-        while heap and heap[0][1] not in flying:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else math.inf
-
     def _soonest(self, *, ours_only: bool = False) -> float:
-        at = min(self._placed[0][0] if self._placed else math.inf, self._soonest_flying())
+        at = self._returns[0][0] if self._returns else math.inf
         if self.blocks and not ours_only:
             at = min(at, self.blocks.peekitem(0)[0])
         return at
 
     def _nth_return(self, n: int) -> float:
         """The `n`-th soonest return (1-based) of every unit out, phantoms included."""
-        units, placed = self.units, self._placed
-        flying = sorted(units[i].returns_at for i in self._flying)
-
-        def ours(m: int) -> float:
-            return placed[m - 1][0] if not flying else nth_return(placed, flying, m)
-
         before = 0  # phantoms coming back sooner than the block looked at
         for at, count in self.blocks.items():
-            sooner = placed.bisect_left((at, "")) + bisect_left(flying, at)
-            if sooner + before >= n:
+            sooner = self._returns.bisect_left((at, "")) + before
+            if sooner >= n:
                 break
-            if sooner + before + count >= n:
+            if sooner + count >= n:
                 return at
             before += count
-        return ours(n - before)
+        return self._returns[n - before - 1][0]
 
     # -- the rule -------------------------------------------------------------------------
 
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
-        if now < self._next_due:
-            return
-        placed = self._placed
-        while placed and placed[0][0] <= now:
-            self._forget(self.units[placed.pop(0)[1]])
-        heap, flying = self._flying_heap, self._flying
-        while heap and (heap[0][0] <= now or heap[0][1] not in flying):
-            _, unit_id = heapq.heappop(heap)
-            if unit_id in flying:
-                flying.discard(unit_id)
-                self._forget(self.units[unit_id])
-        blocks = self.blocks
+        returns, blocks = self._returns, self.blocks
+        while returns and returns[0][0] <= now:
+            self._forget(self.units[returns.pop(0)[1]])
         while blocks and blocks.peekitem(0)[0] <= now:
             self.phantoms -= blocks.popitem(0)[1]
-        self._next_due = self._soonest()
 
     def take(self, now: float, *, hold: float, keep: int = 0) -> Grant | Refusal:
         """Take a unit if more than `keep` are free; else say when one will be."""
-        if now >= self._next_due:
-            self.expire(now)
+        self.expire(now)
         in_use = len(self.units) + self.phantoms
         if self.limit - in_use > keep:
             unit_id = new_unit_id()
             returns_at = now + self.period + hold
             self.units[unit_id] = _tuple(Unit, (unit_id, now, returns_at))
-            self._flying.add(unit_id)
-            heapq.heappush(self._flying_heap, (returns_at, unit_id))
+            self._returns.add((returns_at, unit_id))
             self._taken.add(now)
-            if returns_at < self._next_due:
-                self._next_due = returns_at
             return _tuple(Grant, (unit_id, now))
         # Units that must come back before more than `keep` are free.
         needed = in_use - (self.limit - keep - 1)
@@ -236,35 +182,18 @@ class MemoryLedger:
         Otherwise it comes back `period` after now, and the server's `remaining` (0 for a
         refusal for the budget) corrects what is free.
         """
-        if now >= self._next_due:
-            self.expire(now)
+        self.expire(now)
         unit = self.units.get(unit_id)
-        if unit is not None:
-            self._land(unit, now + self.period if sent else None)
+        back = now + self.period
+        if unit is not None and (not sent or unit.returns_at > back):
+            self._returns.remove((unit.returns_at, unit_id))
+            if not sent:
+                self._forget(unit)
+            else:
+                self.units[unit_id] = _tuple(Unit, (unit_id, unit.taken_at, back))
+                self._returns.add((back, unit_id))
         if sent and remaining is not None:
             self.heed_server(now, taken_at, remaining)
-
-    def _land(self, unit: Unit, back: float | None) -> None:
-        """Our unit's request ended: it comes back at `back` at the latest (None: now)."""
-        unit_id = unit.id
-        flying = unit_id in self._flying
-        if flying:
-            self._flying.discard(unit_id)  # its heap entry goes stale
-            if len(self._flying_heap) > 2 * len(self._flying) + 64:
-                self._flying_heap = [(self.units[i].returns_at, i) for i in self._flying]
-                heapq.heapify(self._flying_heap)
-        if back is None or unit.returns_at > back:
-            if not flying:
-                self._placed.remove((unit.returns_at, unit_id))
-            if back is None:
-                self._forget(unit)
-                return
-            unit = self.units[unit_id] = _tuple(Unit, (unit_id, unit.taken_at, back))
-            flying = True
-        if flying:
-            self._placed.add((unit.returns_at, unit_id))
-            if unit.returns_at < self._next_due:
-                self._next_due = unit.returns_at
 
     def heed_server(self, now: float, taken_at: float, remaining: int) -> None:
         """Fit the free units to the server's word on the request taken at `taken_at`."""
@@ -301,7 +230,6 @@ class MemoryLedger:
         if count > 0:
             self.blocks[at] = self.blocks.get(at, 0) + count
             self.phantoms += count
-            self._next_due = min(self._next_due, at)
 
     def _burn(self, now: float, count: int, *, exhausted: bool) -> None:
         if not exhausted:
@@ -319,8 +247,7 @@ class MemoryLedger:
             self._add_phantoms(now + 2 * self.period, count - 1)
 
     def view(self, now: float) -> LedgerView:
-        if now >= self._next_due:
-            self.expire(now)
+        self.expire(now)
         soonest = self._soonest()
         next_in = None if soonest == math.inf else soonest - now
         return LedgerView(self.limit, len(self.units) + self.phantoms, self.phantoms, next_in)
