@@ -12,7 +12,7 @@ import looptime
 
 import invoicing_async as ia
 from benchmarks.common import Result
-from invoicing_async._budget.budget import BudgetHooks
+from invoicing_async._budget.budget import spender_of
 from invoicing_async._sync.plan import batches_for
 
 HOUR = 3600.0
@@ -34,7 +34,7 @@ async def _simulate() -> tuple[int, int, int, float]:
     async def worker() -> None:
         nonlocal refused
         while len(sent) < batches and loop.time() - start < HOURS * HOUR:
-            permit = await BudgetHooks(budget).acquire(max_wait=None, hold=60.0)
+            permit = await spender_of(budget).take(max_wait=None, hold=60.0)
             await asyncio.sleep(rng.uniform(0.025, 0.25))  # on its way to the server
             now = loop.time() - start
             if now >= HOURS * HOUR:
@@ -44,11 +44,11 @@ async def _simulate() -> tuple[int, int, int, float]:
             await asyncio.sleep(rng.uniform(0.025, 0.25))  # the response on its way back
             if remaining <= 0:
                 refused += 1
-                await BudgetHooks(budget).exhausted(permit)
+                await spender_of(budget).settle(permit, refused=True)
                 continue
             sent.append(now)
             sent.sort()
-            await BudgetHooks(budget).observe(permit, limit=350, remaining=remaining - 1)
+            await spender_of(budget).settle(permit, limit=350, remaining=remaining - 1)
 
     await asyncio.gather(*(worker() for _ in range(4)))
     busiest = max(bisect.bisect_left(sent, t + HOUR) - i for i, t in enumerate(sent)) if sent else 0

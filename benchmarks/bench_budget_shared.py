@@ -23,6 +23,8 @@ from typing import Any
 import invoicing_async as ia
 from benchmarks.common import Result
 from benchmarks.server import FakeServerProcess
+from invoicing_async._budget.budget import spender_of
+from invoicing_async._budget.ledger import Grant
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 from tests.servers import ServerUnavailable, start_postgres, start_redis
@@ -142,5 +144,92 @@ def shared_results() -> list[Result]:
     return results
 
 
+HELD = (50, 5000)
+CALLS, ROUNDS = 200, 5
+
+
+async def _per_call(url: str) -> list[float]:
+    """Seconds per take and settle on one store, for a key holding each of `HELD` units
+    (each settled): both keys filled first, then timed in turns, each its median round."""
+    budget = ia.RateBudget(max(HELD) + ROUNDS * CALLS + 10, 3600.0, shared=url, key="bench")
+    store = spender_of(budget).store  # timing the store itself
+
+    async def call(key: str) -> None:
+        grant, _ = await store.take(key, budget, hold=60.0, keep=0)
+        assert isinstance(grant, Grant)
+        await store.settle(key, budget, grant.unit, grant.taken_at, sent=True, remaining=None)
+
+    rounds: dict[int, list[float]] = {held: [] for held in HELD}
+    try:
+        for held in HELD:
+            for _ in range(held):
+                await call(f"held-{held}")
+        for _ in range(ROUNDS):
+            for held in HELD:
+                started = time.perf_counter()
+                for _ in range(CALLS):
+                    await call(f"held-{held}")
+                rounds[held].append((time.perf_counter() - started) / CALLS)
+    finally:
+        await budget.close()
+    return [statistics.median(rounds[held]) for held in HELD]
+
+
+async def _burst(url: str) -> tuple[int, float]:
+    """1,000 concurrent calls through one budget (default store timeout): failures, seconds."""
+    budget = ia.RateBudget(2000, 3600.0, shared=url, key="burst")
+    spender = spender_of(budget)  # the transport's side, without HTTP
+
+    async def call() -> None:
+        permit = await spender.take(max_wait=0)
+        await spender.settle(permit)
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(call() for _ in range(1000)), return_exceptions=True)
+    elapsed = time.perf_counter() - started
+    await budget.close()
+    return sum(isinstance(r, BaseException) for r in results), elapsed
+
+
+def store_cost_results() -> list[Result]:
+    """(d) Each shared store's cost per take and settle at 50 and 5,000 units held (flat:
+    at most 1.5x), and (e) 1,000 concurrent calls through one budget (none fails)."""
+    results = []
+    for name in ("sqlite", "postgres", "redis"):
+
+        async def one(backend: str = name) -> tuple[list[float], tuple[int, float]] | None:
+            async with _backend(backend) as url:
+                if url is None:
+                    return None
+                return await _per_call(url), await _burst(url)
+
+        measured = asyncio.run(one())
+        if measured is None:
+            print(f"budget (d): {name} unavailable, skipped", file=sys.stderr)
+            continue
+        (small, big), (failed, seconds) = measured
+        results.append(
+            Result(
+                f"budget (d) {name}: take+settle at {HELD[1]:,} units held / at {HELD[0]}",
+                big * 1000,
+                small * 1000,
+                "ms",
+                1.5,
+                note=f"{small * 1000:.3f} ms at {HELD[0]}, {big * 1000:.3f} ms at {HELD[1]:,}",
+            )
+        )
+        results.append(
+            Result(
+                f"budget (e) {name}: failures in 1,000 concurrent calls",
+                failed,
+                1,
+                "calls",
+                0.0,
+                note=f"{seconds:.2f}s for the burst",
+            )
+        )
+    return results
+
+
 def run() -> list[Result]:
-    return [fresh_budget_ratio(), *shared_results()]
+    return [fresh_budget_ratio(), *shared_results(), *store_cost_results()]

@@ -32,7 +32,8 @@ import xmltodict
 import invoicing_async as ia
 from benchmarks.common import Result
 from benchmarks.server import FakeServerProcess
-from invoicing_async._budget.ledger import MemoryLedger, Unit
+from invoicing_async._budget.budget import spender_of
+from invoicing_async._budget.ledger import Grant
 from invoicing_async._budget.stores import MemoryBudgetStore
 
 #: (units held when the round ends, the budget's limit per hour) as in issue #25.
@@ -47,13 +48,14 @@ TARGET = 1.3  # the SDK within 1.3x of raw aiohttp + json.loads
 
 def _prefilled_budget(limit: int, held: int) -> ia.RateBudget:
     """A budget whose ledger already holds `held` units, each spent a moment ago."""
-    budget = ia.RateBudget(limit=limit)
-    store = budget._store  # noqa: SLF001 - a benchmark sets the ledger's state up directly
+    budget = ia.RateBudget(limit=limit, key="default")
+    store = spender_of(budget).store  # a benchmark sets the ledger's state up directly
     assert isinstance(store, MemoryBudgetStore)
-    now = store.now()
-    units = {f"r{i:016x}": Unit(f"r{i:016x}", now, now + budget.period) for i in range(held)}
-    store._ledgers["default"] = MemoryLedger(limit, budget.period, units)  # noqa: SLF001
-    budget.key = "default"
+    ledger, now = store.ledger("default", budget), store.now()
+    for _ in range(held):
+        grant = ledger.take(now, hold=0.0)
+        assert isinstance(grant, Grant)
+        ledger.settle(now, grant.unit, grant.taken_at)
     return budget
 
 

@@ -13,7 +13,7 @@ import aiohttp
 import attrs
 from yarl import URL
 
-from invoicing_async._budget.budget import BudgetHooks, RateBudget
+from invoicing_async._budget.budget import RateBudget, spender_of
 from invoicing_async._models.documents import Format, load_model
 from invoicing_async._resources.invoices import InvoicesResource
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
@@ -96,7 +96,7 @@ class InvoicingClient:
             on_request=on_request,
             trace_configs=trace_configs,
         )
-        BudgetHooks(budget).bind(_account_host(self._transport.base_url))
+        spender_of(budget).bind(_account_host(self._transport.base_url))
         self._validate = validate
         self._today = today
         self._bind(options)

@@ -38,7 +38,7 @@ from invoicing_async.errors import (
 
 T = TypeVar("T")
 
-__all__ = ["BudgetHooks", "BudgetSnapshot", "RateBudget"]
+__all__ = ["BudgetSnapshot", "RateBudget", "Spender", "spender_of"]
 
 logger = logging.getLogger("invoicing_async.budget")
 
@@ -109,7 +109,6 @@ class RateBudget:
         self.period = period
         self.reserve = reserve
         self.key = key
-        self._shared_url = shared
         # A store passed in is its owner's (one pool under many budgets): `close` leaves it.
         self._owns_store = store is None
         if store is None:
@@ -118,23 +117,12 @@ class RateBudget:
                 if shared is None
                 else open_budget_store(shared, timeout=store_timeout)
             )
-        self._store = store
-        # In this process: taken and settled without awaiting, and read without a view.
-        self._local = store if isinstance(store, MemoryBudgetStore) else None
-        self._store_timeout = store_timeout
-        self._bound_host: str | None = None
-        self._pacer = None if pace is None else AsyncLimiter(1, 1.0 / pace)
-        self._view: LedgerView | None = None
-        self._view_at = 0.0
-        self._server_limit: int | None = None
-        self._server_remaining: int | None = None
-        self._lines: dict[int, asyncio.Lock] = {}  # callers waiting, by reserve kept
-        # Store calls given up on, still cancelling: kept referenced until they end.
-        self._abandoned: set[asyncio.Future[Any]] = set()
+        self._spender = Spender(self, store, shared_url=shared, pace=pace, timeout=store_timeout)
 
     def __repr__(self) -> str:
         s = self.snapshot()
-        where = f", shared={_redact(self._shared_url)!r}" if self._shared_url else ""
+        url = self._spender.shared_url
+        where = f", shared={_redact(url)!r}" if url else ""
         return (
             f"RateBudget(limit={self.limit}, period={self.period}{where}, "
             f"remaining={s.remaining}, server_remaining={s.server_remaining})"
@@ -142,29 +130,99 @@ class RateBudget:
 
     @property
     def shared(self) -> bool:
-        return self._store.shared
+        return self._spender.store.shared
 
-    def _bind(self, host: str) -> None:
+    async def refresh(self) -> BudgetSnapshot:
+        """Read the ledger now (a shared store's state changes with other processes)."""
+        await self._spender.refresh()
+        return self.snapshot()
+
+    # -- estimates (no I/O: from the store's last answer) -------------------------------
+
+    def available_now(self, *, background: bool = False) -> int:
+        """How many requests could go out now without waiting."""
+        free = self._spender.current().free - (self.reserve if background else 0)
+        return max(0, free)
+
+    def time_for(self, requests: int, *, background: bool = False) -> float:
+        """Estimated seconds until `requests` more requests have gone out at full speed
+        (units still out are taken to come back with the soonest of them)."""
+        return self._spender.wait_for(requests, self.reserve if background else 0)
+
+    def snapshot(self) -> BudgetSnapshot:
+        spender = self._spender
+        view = spender.current()
+        return BudgetSnapshot(
+            limit=self.limit,
+            period=self.period,
+            remaining=view.free,
+            used_in_period=view.in_use - view.phantoms,
+            held_for_others=view.phantoms,
+            reserve=self.reserve,
+            server_limit=spender.server_limit,
+            server_remaining=spender.server_remaining,
+            refill_in=0.0 if view.free else max(0.0, view.next_in or 0.0),
+            shared=self.shared,
+        )
+
+    async def close(self) -> None:
+        """Close a shared store's connections (not those of a `store` passed in)."""
+        if self._owns_store:
+            await self._spender.store.close()
+
+
+def spender_of(budget: RateBudget) -> Spender:
+    """The transport's side of `budget`: kept off `RateBudget`, whose users read it while
+    the transport spends it."""
+    return budget._spender  # noqa: SLF001 - the one way in, for the transport
+
+
+class Spender:
+    """What the transport does with a budget: take a unit before each request (`take`)
+    and settle it after (`settle`), each one awaited store call. It keeps the store's last
+    answer, which the budget's estimates read."""
+
+    def __init__(
+        self,
+        budget: RateBudget,
+        store: BudgetStore,
+        *,
+        shared_url: str | None,
+        pace: float | None,
+        timeout: float,
+    ) -> None:
+        self.budget = budget
+        self.store = store
+        self.shared_url = shared_url
+        self.server_limit: int | None = None
+        self.server_remaining: int | None = None
+        self._shared = store.shared
+        self._local = store if isinstance(store, MemoryBudgetStore) else None
+        self._timeout = timeout
+        self._pacer = None if pace is None else AsyncLimiter(1, 1.0 / pace)
+        self._bound_host: str | None = None
+        self._view = LedgerView(budget.limit, 0, 0, None)
+        self._view_at = 0.0
+        self._lines: dict[int, asyncio.Lock] = {}  # callers waiting, by reserve kept
+        # Store calls given up on, still cancelling: kept referenced until they end.
+        self._abandoned: set[asyncio.Future[Any]] = set()
+
+    def bind(self, host: str) -> None:
         """Name the budget after the client's host unless `key` was given.
 
         A shared budget without a key serves one host: a second host would spend the
         first account's hour, so it is refused.
         """
-        if self.key is None:
-            self.key = host
-            self._bound_host = host
-        elif self.shared and self._bound_host is not None and self._bound_host != host:
+        budget = self.budget
+        if budget.key is None:
+            budget.key = self._bound_host = host
+        elif self._shared and self._bound_host is not None and self._bound_host != host:
             raise ConfigurationError(
                 f"this shared budget counts requests to {self._bound_host}; give the client "
                 f"for {host} its own RateBudget (or name the account with key=)"
             )
 
-    def _key(self) -> str:
-        return self.key if self.key is not None else "default"
-
-    # -- taking and settling -----------------------------------------------------------
-
-    async def _acquire(
+    async def take(
         self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
     ) -> Grant:
         """Wait for a unit and take it.
@@ -173,14 +231,14 @@ class RateBudget:
         longer than `max_wait` seconds (`None` waits as long as it takes). `background`
         work leaves the `reserve` alone. `hold` bounds the request's time in flight.
         """
-        loop = asyncio.get_running_loop()
-        deadline = None if max_wait is None else loop.time() + max_wait
-        keep = self.reserve if background else 0
+        keep = self.budget.reserve if background else 0
         hold = DEFAULT_HOLD if hold is None else hold
         if self._pacer is not None:
             await self._pacer.acquire()
-        taken = await self._take(hold, keep, deadline, max_wait)
-        if isinstance(taken, Grant):
+        loop = asyncio.get_running_loop()
+        deadline = None if max_wait is None else loop.time() + max_wait
+        taken = await self._try(hold, keep, deadline, max_wait)
+        if taken.__class__ is Grant:
             return taken
         # Wait in line: one caller of this process asks the store at a time, so a crowd
         # of callers does not wake at once and stampede a shared store.
@@ -188,104 +246,84 @@ class RateBudget:
         try:
             await asyncio.wait_for(line.acquire(), _left(deadline))
         except asyncio.TimeoutError:
-            raise self._spent(keep, self.time_for(1, background=bool(keep)), max_wait) from None
+            raise _spent(keep, self.wait_for(1, keep), max_wait) from None
         try:
             while True:
-                taken = await self._take(hold, keep, deadline, max_wait)
+                taken = await self._try(hold, keep, deadline, max_wait)
                 if isinstance(taken, Grant):
                     return taken
-                await asyncio.sleep(min(taken, _SHARED_POLL) if self.shared else taken)
+                await asyncio.sleep(min(taken, _SHARED_POLL) if self._shared else taken)
         finally:
             line.release()
 
-    async def _take(
+    async def _try(
         self, hold: float, keep: int, deadline: float | None, max_wait: float | None
     ) -> Grant | float:
         """One try: the permit, or the seconds to sleep before the next try."""
-        if self._local is not None:
-            result = self._local.take_now(self._key(), self, hold=hold, keep=keep)
+        key = self.budget.key or "default"
+        operation = self.store.take(key, self.budget, hold=hold, keep=keep)
+        if not self._shared:
+            result, _ = await operation
         else:
             try:
-                result, view = await self._call(
-                    self._store.take(self._key(), self, hold=hold, keep=keep)
-                )
+                result, view = await self._call(operation)
             except BudgetUnavailableError as exc:
                 # Fail closed: a request whose unit cannot be taken does not go out.
                 raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
             self._remember(view)
-        if isinstance(result, Grant):
+        if result.__class__ is Grant:
             return result
-        wait = result.wait + _WAKE_MARGIN
+        wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
         left = _left(deadline)
         if left is not None and wait > left + 1e-9:
-            raise self._spent(keep, wait, max_wait)
+            raise _spent(keep, wait, max_wait)
         return wait
 
-    @staticmethod
-    def _spent(keep: int, wait: float, max_wait: float | None) -> RateLimitExceeded:
-        what = "background budget (reserve kept)" if keep else "request budget"
-        return RateLimitExceeded(
-            f"{what} spent: next request possible in ~{wait:.0f}s, "
-            f"more than max_wait={max_wait:g}s",
-            retry_after=wait,
-        )
-
-    async def _settle(self, permit: Grant, *, sent: bool = True) -> None:
-        """The request got no response. `sent=False`: it never left, the unit comes back."""
-        await self._update(permit, sent=sent, remaining=None)
-
-    async def _observe(self, permit: Grant, *, limit: int | None, remaining: int | None) -> None:
-        """The response to `permit`'s request arrived with these rate headers."""
-        self._note_server(limit, remaining)
-        await self._update(permit, sent=True, remaining=remaining)
-
-    def _note_server(self, limit: int | None, remaining: int | None) -> None:
+    async def settle(
+        self,
+        permit: Grant,
+        *,
+        sent: bool = True,
+        limit: int | None = None,
+        remaining: int | None = None,
+        refused: bool = False,
+    ) -> float | None:
+        """The request of `permit` ended: `sent=False` if it surely never left (its unit
+        comes back), with the server's rate headers if it was answered, `refused` if the
+        server refused it for the budget (every user of the budget stops; returns the
+        estimated wait)."""
+        if refused:
+            remaining = 0
         if limit is not None:
-            self._server_limit = limit
+            self.server_limit = limit
         if remaining is not None:
-            self._server_remaining = remaining if remaining > 0 else 0
+            self.server_remaining = remaining if remaining > 0 else 0
+        key = self.budget.key or "default"
+        operation = self.store.settle(
+            key, self.budget, permit.unit, permit.taken_at, sent=sent, remaining=remaining
+        )
+        if not self._shared:
+            await operation
+        else:
+            # The request is over: a store that fails now must not lose its response. The
+            # unit then comes back `period + hold` after it was taken, which is still safe.
+            try:
+                self._remember(await self._call(operation))
+            except BudgetUnavailableError as exc:
+                logger.warning("budget not updated after a request: %s", exc)
+        return self.wait_for(1, 0) if refused else None
 
-    async def _exhausted(self, permit: Grant) -> float:
-        """The server refused `permit`'s request for the budget; returns the estimated wait.
-
-        Every user of this budget (every process, when shared) stops until then.
-        """
-        self._server_remaining = 0
-        await self._update(permit, sent=True, remaining=0)
-        return self.time_for(1)
-
-    async def _update(self, permit: Grant, *, sent: bool, remaining: int | None) -> None:
-        if self._local is not None:
-            self._local.settle_now(
-                self._key(), self, permit.unit, permit.taken_at, sent=sent, remaining=remaining
-            )
-            return
-        # The request is over: a store that fails now must not lose its response. The
-        # unit then comes back `period + hold` after it was taken, which is still safe.
-        try:
-            view = await self._call(
-                self._store.settle(
-                    self._key(), self, permit.unit, permit.taken_at, sent=sent, remaining=remaining
-                )
-            )
-        except BudgetUnavailableError as exc:
-            logger.warning("budget not updated after a request: %s", exc)
-            return
-        self._remember(view)
-
-    async def refresh(self) -> BudgetSnapshot:
-        """Read the ledger now (a shared store's state changes with other processes)."""
-        self._remember(await self._call(self._store.view(self._key(), self)))
-        return self.snapshot()
+    async def refresh(self) -> None:
+        """Ask the store for its view now."""
+        view = self.store.view(self.budget.key or "default", self.budget)
+        self._remember(await self._call(view) if self._shared else await view)
 
     async def _call(self, operation: Awaitable[T]) -> T:
-        """Run a store operation; a shared store that fails or stalls fails closed."""
-        if not self.shared:
-            return await operation
-        where = _redact(self._shared_url)
+        """Run a shared store's operation; one that fails or stalls fails closed."""
+        where = _redact(self.shared_url)
         task = asyncio.ensure_future(operation)
         try:
-            done, _ = await asyncio.wait({task}, timeout=self._store_timeout)
+            done, _ = await asyncio.wait({task}, timeout=self._timeout)
         except BaseException:  # the caller was cancelled: so is the operation
             task.cancel()
             raise
@@ -296,7 +334,7 @@ class RateBudget:
             self._abandoned.add(task)
             task.add_done_callback(_forget_abandoned(self._abandoned))
             raise BudgetUnavailableError(
-                f"shared budget {where} did not answer within {self._store_timeout:g}s "
+                f"shared budget {where} did not answer within {self._timeout:g}s "
                 "(check that the server is up and reachable)"
             )
         try:
@@ -312,130 +350,45 @@ class RateBudget:
 
     def _remember(self, view: LedgerView) -> None:
         self._view = view
-        self._view_at = self._local_now()
+        self._view_at = _local_now()
 
-    def _local_now(self) -> float:
-        try:
-            return asyncio.get_running_loop().time()
-        except RuntimeError:
-            return time.monotonic()
-
-    # -- estimates (no I/O: from the last view of a shared store) ----------------------
-
-    def _current(self) -> LedgerView:
+    def current(self) -> LedgerView:
+        """The in-process ledger as it is, or a shared store's last answer aged by the
+        time since (estimates do no I/O)."""
         if self._local is not None:
-            return self._local.view_now(self._key(), self)
-        if self._view is None:
-            return LedgerView(self.limit, 0, 0, ())
-        elapsed = self._local_now() - self._view_at
-        returns = tuple(r - elapsed for r in self._view.returns_in if r > elapsed)
-        return LedgerView(self.limit, len(returns), self._view.phantoms, returns)
+            return self._local.ledger(self.budget.key or "default", self.budget).view(
+                self._local.now()
+            )
+        view = self._view
+        if view.next_in is None:
+            return view
+        return view._replace(next_in=view.next_in - (_local_now() - self._view_at))
 
-    def available_now(self, *, background: bool = False) -> int:
-        """How many requests could go out now without waiting."""
-        free = self._current().free - (self.reserve if background else 0)
-        return max(0, free)
-
-    def time_for(self, requests: int, *, background: bool = False) -> float:
+    def wait_for(self, requests: int, keep: int) -> float:
         """Estimated seconds until `requests` more requests have gone out at full speed."""
-        view = self._current()
-        extra = requests - (view.free - (self.reserve if background else 0))
+        view = self.current()
+        extra = requests - (view.free - keep)
         if extra <= 0:
             return 0.0
-        returns = view.returns_in
-        if not returns:
-            return self.period * ((extra - 1) // self.limit + 1)
-        k = extra - 1
-        cycles, index = divmod(k, len(returns))
-        return max(0.0, returns[index]) + cycles * self.period
-
-    def snapshot(self) -> BudgetSnapshot:
-        view = self._current()
-        return BudgetSnapshot(
-            limit=self.limit,
-            period=self.period,
-            remaining=view.free,
-            used_in_period=view.in_use - view.phantoms,
-            held_for_others=view.phantoms,
-            reserve=self.reserve,
-            server_limit=self._server_limit,
-            server_remaining=self._server_remaining,
-            refill_in=0.0 if view.free else max(0.0, view.returns_in[0] if view.returns_in else 0),
-            shared=self.shared,
-        )
-
-    async def close(self) -> None:
-        """Close a shared store's connections (not those of a `store` passed in)."""
-        if self._owns_store:
-            await self._store.close()
+        period = self.budget.period
+        if view.next_in is None or not view.in_use:
+            return period * ((extra - 1) // self.budget.limit + 1)
+        return max(0.0, view.next_in) + (extra - 1) // view.in_use * period
 
 
-class BudgetHooks:
-    """The transport's side of a budget: a unit taken before each request, settled after.
+def _spent(keep: int, wait: float, max_wait: float | None) -> RateLimitExceeded:
+    what = "background budget (reserve kept)" if keep else "request budget"
+    return RateLimitExceeded(
+        f"{what} spent: next request possible in ~{wait:.0f}s, more than max_wait={max_wait:g}s",
+        retry_after=wait,
+    )
 
-    Not part of `RateBudget`'s public surface: users read a budget, the transport spends it.
-    """
 
-    __slots__ = ("budget",)
-
-    def __init__(self, budget: RateBudget) -> None:
-        self.budget = budget
-
-    def bind(self, host: str) -> None:
-        """Name the budget after the client's host unless it has a `key`."""
-        self.budget._bind(host)  # noqa: SLF001 - the budget's transport side
-
-    async def acquire(
-        self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
-    ) -> Grant:
-        """Wait for a unit and take it (`RateLimitExceeded` past `max_wait`)."""
-        return await self.budget._acquire(  # noqa: SLF001
-            max_wait=max_wait, background=background, hold=hold
-        )
-
-    def take_at_once(self, *, background: bool = False, hold: float | None = None) -> Grant | None:
-        """A unit now, without awaiting, when that needs no I/O and no wait (the budget
-        is in this process and unpaced, and a unit is free); None: `acquire` instead."""
-        budget = self.budget
-        local = budget._local  # noqa: SLF001 - the transport's side of the budget
-        if local is None or budget._pacer is not None:  # noqa: SLF001
-            return None
-        result = local.take_now(
-            budget._key(),  # noqa: SLF001
-            budget,
-            hold=DEFAULT_HOLD if hold is None else hold,
-            keep=budget.reserve if background else 0,
-        )
-        return result if result.__class__ is Grant else None
-
-    def observe_at_once(self, permit: Grant, *, limit: int | None, remaining: int | None) -> bool:
-        """`observe` without awaiting when that needs no I/O; False: await `observe`."""
-        budget = self.budget
-        local = budget._local  # noqa: SLF001
-        if local is None:
-            return False
-        budget._note_server(limit, remaining)  # noqa: SLF001
-        local.settle_now(
-            budget._key(),  # noqa: SLF001
-            budget,
-            permit.unit,
-            permit.taken_at,
-            sent=True,
-            remaining=remaining,
-        )
-        return True
-
-    async def settle(self, permit: Grant, *, sent: bool = True) -> None:
-        """The request got no response; `sent=False`: it never left."""
-        await self.budget._settle(permit, sent=sent)  # noqa: SLF001
-
-    async def observe(self, permit: Grant, *, limit: int | None, remaining: int | None) -> None:
-        """The response arrived with these rate headers."""
-        await self.budget._observe(permit, limit=limit, remaining=remaining)  # noqa: SLF001
-
-    async def exhausted(self, permit: Grant) -> float:
-        """The server refused the request for the budget; returns the estimated wait."""
-        return await self.budget._exhausted(permit)  # noqa: SLF001
+def _local_now() -> float:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 def _forget_abandoned(

@@ -1,7 +1,7 @@
 """A budget shared by processes on many machines through PostgreSQL.
 
-The ledger's rule runs server-side in two PL/pgSQL functions, so taking a unit is one
-round trip: a per-key advisory lock serializes takers, and `clock_timestamp()` is the
+The ledger's rule runs server-side in PL/pgSQL (``sql/0001_budget.sql``), so taking a
+unit is one round trip: a per-key advisory lock serializes takers, and `clock_timestamp()` is the
 one clock every machine is timed by. Its tables and functions are migrations in
 ``_budget/sql/``, applied on first use. Connections come from a pool of its own or one
 shared with a worker's store and jobs (``pool=``); the budget adds an overall bound on
@@ -13,15 +13,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
-from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
 from invoicing_async._postgres.connect import connection_pool, require_psycopg, where_of
 from invoicing_async._postgres.migrations import Component, apply
 from invoicing_async.errors import BudgetUnavailableError, StoreError
 
 __all__ = ["SCHEMA", "PostgresBudgetStore"]
 
-#: The budget's table and functions: migrations in ``_budget/sql/``.
+#: The budget's tables and functions: the migration in ``_budget/sql/``.
 SCHEMA = Component("budget", "invoicing_async._budget")
 
 
@@ -92,12 +91,11 @@ class PostgresBudgetStore:
         self, key: str, params: LedgerParams, *, hold: float, keep: int
     ) -> tuple[Grant | Refusal, LedgerView]:
         unit = new_unit_id()
-        granted, taken_at, wait, returns, phantoms = await self._fetch(
-            "SELECT * FROM invoicing_budget_take_v1("
-            "%s, %s::int, %s::float8, %s::float8, %s::int, %s)",
+        granted, taken_at, wait, in_use, phantoms, next_in = await self._fetch(
+            "SELECT * FROM invoicing_budget_take(%s, %s::int, %s::float8, %s::float8, %s::int, %s)",
             (key, params.limit, params.period, hold, keep, unit),
         )
-        view = LedgerView(params.limit, len(returns), phantoms, tuple(returns))
+        view = LedgerView(params.limit, in_use, phantoms, next_in)
         return (Grant(unit, taken_at) if granted else Refusal(wait)), view
 
     async def settle(
@@ -110,20 +108,16 @@ class PostgresBudgetStore:
         sent: bool,
         remaining: int | None,
     ) -> LedgerView:
-        returns, phantoms = await self._fetch(
-            "SELECT * FROM invoicing_budget_settle_v2("
+        in_use, phantoms, next_in = await self._fetch(
+            "SELECT * FROM invoicing_budget_settle("
             "%s, %s::int, %s::float8, %s, %s::float8, %s::bool, %s::int)",
             (key, params.limit, params.period, unit, taken_at, sent, remaining),
         )
-        return LedgerView(params.limit, len(returns), phantoms, tuple(returns))
+        return LedgerView(params.limit, in_use, phantoms, next_in)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
-        returns, phantoms = await self._fetch(
-            "SELECT * FROM invoicing_budget_view_v1(%s, extract(epoch FROM clock_timestamp()))",
-            (key,),
-        )
-        live = tuple(r for r in returns if r > 0)  # the view does not expire: skip those due
-        return LedgerView(params.limit, len(live), phantoms, live)
+        # Settling an unknown unit with no news forgets what came back and changes nothing.
+        return await self.settle(key, params, "", 0.0, sent=True, remaining=None)
 
     async def close(self) -> None:
         """Close the pool if this store made it; a shared pool stays open."""

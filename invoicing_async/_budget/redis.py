@@ -1,9 +1,10 @@
 """A budget shared by processes on many machines through Redis.
 
-The ledger's rule runs in two Lua scripts (``lua/``, package data), so taking a unit is
-one round trip, atomic by Redis's design and timed by the server's `TIME`. A key's units
-live in two sorted sets (by return time, and by take time for our own requests) under one
-hash tag, with an expiry so an idle budget leaves nothing behind.
+The ledger's rule runs in one Lua script (``lua/budget.lua``, package data), so taking a
+unit is one round trip, atomic by Redis's design and timed by the server's `TIME`. A
+key's units live in sorted sets (ours by return time and by take time, phantom blocks by
+return time) and a hash of block counts under one hash tag, with an expiry so an idle
+budget leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -11,18 +12,14 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-from invoicing_async._budget.ledger import Grant, LedgerView, Refusal, new_unit_id
-from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
 from invoicing_async._extras import install_hint
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
 __all__ = ["RedisBudgetStore"]
 
 
-def _script(name: str) -> str:
-    """A budget script (``lua/<name>.lua``) behind the shared head (``lua/common.lua``)."""
-    folder = resources.files("invoicing_async._budget") / "lua"
-    return (folder / "common.lua").read_text("utf-8") + (folder / f"{name}.lua").read_text("utf-8")
+_SCRIPT = (resources.files("invoicing_async._budget") / "lua" / "budget.lua").read_text("utf-8")
 
 
 class RedisBudgetStore:
@@ -47,32 +44,28 @@ class RedisBudgetStore:
             socket_connect_timeout=timeout,
         )
         self._redis: Any = aioredis.Redis.from_pool(pool)
-        self._take = self._redis.register_script(_script("take"))
-        self._settle = self._redis.register_script(_script("settle"))
+        self._script = self._redis.register_script(_SCRIPT)
 
-    @staticmethod
-    def _keys(key: str) -> list[str]:
+    async def _run(self, key: str, args: list[Any]) -> list[Any]:
         tag = "{invoicing:budget:" + key + "}"
-        return [tag + ":units", tag + ":taken", tag + ":seq"]
-
-    async def _run(self, script: Any, key: str, args: list[Any]) -> list[Any]:
+        keys = [tag + ":units", tag + ":taken", tag + ":blocks", tag + ":sizes"]
         try:
-            reply: list[Any] = await script(keys=self._keys(key), args=args)
+            reply: list[Any] = await self._script(keys=keys, args=args)
         except Exception as exc:
             raise BudgetUnavailableError(f"Redis failed: {type(exc).__name__}: {exc}") from exc
         return reply
 
     @staticmethod
     def _view(params: LedgerParams, tail: list[Any]) -> LedgerView:
-        phantoms = int(tail[0])
-        returns = tuple(float(r) for r in tail[1:])
-        return LedgerView(params.limit, len(returns), phantoms, returns)
+        in_use, phantoms, next_in = tail
+        next_at = float(next_in) if next_in not in (b"", "") else None
+        return LedgerView(params.limit, int(in_use), int(phantoms), next_at)
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
     ) -> tuple[Grant | Refusal, LedgerView]:
         unit = new_unit_id()
-        reply = await self._run(self._take, key, [params.limit, params.period, hold, keep, unit])
+        reply = await self._run(key, ["take", params.limit, params.period, hold, keep, unit])
         granted, taken_at, wait = int(reply[0]), float(reply[1]), float(reply[2])
         view = self._view(params, reply[3:])
         return (Grant(unit, taken_at) if granted else Refusal(wait)), view
@@ -87,14 +80,13 @@ class RedisBudgetStore:
         sent: bool,
         remaining: int | None,
     ) -> LedgerView:
-        args = [params.limit, params.period, unit, repr(taken_at), "1" if sent else "0"]
+        args = ["settle", params.limit, params.period, unit, repr(taken_at), "1" if sent else "0"]
         args.append("" if remaining is None else str(remaining))
-        return self._view(params, await self._run(self._settle, key, args))
+        return self._view(params, await self._run(key, args))
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
-        # A settle of an unknown unit with no news: expires what came back, changes nothing.
-        args = [params.limit, params.period, "-", "0", "1", ""]
-        return self._view(params, await self._run(self._settle, key, args))
+        # Settling an unknown unit with no news forgets what came back and changes nothing.
+        return await self.settle(key, params, "-", 0.0, sent=True, remaining=None)
 
     async def close(self) -> None:
         await self._redis.aclose()

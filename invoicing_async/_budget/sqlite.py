@@ -1,14 +1,16 @@
 """A budget shared by the processes of one machine through a SQLite file.
 
-Each operation is one `BEGIN IMMEDIATE` transaction: it loads the key's units (at most
-`limit` rows), applies the ledger's rule in Python and writes back what changed. The
-clock is the file's own (`_now`): the latest time any process wrote, advanced by each
-process as far as its own clock ran since.
+Each operation is one `BEGIN IMMEDIATE` transaction applying the ledger's rule
+(`ledger.py`) through the file's indexes: our units one row each, phantoms a row per
+block, each key's counts kept in a row, so a call reads no more rows however many units
+are held. The clock is the file's own (`_now`): the latest time any process wrote,
+advanced by each process as far as its own clock ran since.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sqlite3
 import threading
@@ -17,11 +19,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal, Unit
-from invoicing_async._budget.stores import LedgerParams
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
 from invoicing_async._sqlite import retry_locked
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
@@ -60,8 +61,143 @@ def sqlite_path(url: str) -> Path:
     return Path(path)
 
 
-def _unchanged(ledger: MemoryLedger, now: float) -> None:  # noqa: ARG001 - the view only
-    return None
+class _FileLedger:
+    """One key's ledger in the file, within one transaction: `MemoryLedger`'s rule."""
+
+    def __init__(self, db: sqlite3.Connection, key: str, params: LedgerParams) -> None:
+        self.db, self.key, self.limit, self.period = db, key, params.limit, params.period
+
+    def _one(self, query: str, *args: Any) -> Any:
+        return self.db.execute(query, (self.key, *args)).fetchone()
+
+    def _count(self, ours: int, phantoms: int) -> None:
+        self._one(
+            "UPDATE budget_keys SET ours = ours + ?2, phantoms = phantoms + ?3 WHERE key = ?1",
+            ours,
+            phantoms,
+        )
+
+    def counts(self) -> tuple[int, int]:
+        row = self._one("SELECT ours, phantoms FROM budget_keys WHERE key = ?")
+        if row is None:
+            self._one("INSERT INTO budget_keys (key) VALUES (?)")
+            return 0, 0
+        return int(row[0]), int(row[1])
+
+    def expire(self, now: float) -> None:
+        gone = self.db.execute(
+            "DELETE FROM budget_units WHERE key = ? AND returns_at <= ?", (self.key, now)
+        ).rowcount
+        (due,) = self._one(
+            "SELECT coalesce(sum(count), 0) FROM budget_phantoms WHERE key = ? AND returns_at <= ?",
+            now,
+        )
+        if due:
+            self._one("DELETE FROM budget_phantoms WHERE key = ? AND returns_at <= ?", now)
+        if gone or due:
+            self._count(-gone, -int(due))
+
+    def take(self, now: float, hold: float, keep: int) -> Grant | Refusal:
+        self.expire(now)
+        ours, phantoms = self.counts()
+        in_use = ours + phantoms
+        if self.limit - in_use > keep:
+            unit = new_unit_id()
+            self._one(
+                "INSERT INTO budget_units VALUES (?, ?, ?, ?)", unit, now, now + self.period + hold
+            )
+            self._count(1, 0)
+            return Grant(unit, now)
+        needed = in_use - (self.limit - keep - 1)
+        seen = 0
+        at = now + self.period
+        for returns_at, count in self.db.execute(
+            "SELECT returns_at, 1 FROM budget_units WHERE key = ?1 UNION ALL "
+            "SELECT returns_at, count FROM budget_phantoms WHERE key = ?1 ORDER BY 1",
+            (self.key,),
+        ):
+            seen += count
+            if seen >= needed:
+                at = returns_at
+                break
+        return Refusal(max(0.0, at - now))
+
+    def settle(
+        self, now: float, unit: str, taken_at: float, sent: bool, remaining: int | None
+    ) -> None:
+        self.expire(now)
+        row = self._one("SELECT returns_at FROM budget_units WHERE key = ? AND unit = ?", unit)
+        if row is not None and not sent:
+            self._one("DELETE FROM budget_units WHERE key = ? AND unit = ?", unit)
+            self._count(-1, 0)
+        elif row is not None and row[0] > now + self.period:
+            self._one(
+                "UPDATE budget_units SET returns_at = ?3 WHERE key = ?1 AND unit = ?2",
+                unit,
+                now + self.period,
+            )
+        if sent and remaining is not None:
+            self._heed_server(now, taken_at, remaining)
+
+    def _heed_server(self, now: float, taken_at: float, remaining: int) -> None:
+        ours, phantoms = self.counts()
+        free = self.limit - ours - phantoms
+        if not phantoms and free <= remaining - ours:
+            return
+        (after,) = self._one(
+            "SELECT count(*) FROM budget_units WHERE key = ? AND taken_at > ?", taken_at
+        )
+        allowed = remaining - after
+        if free > allowed:
+            count = free - max(0, allowed)
+            if allowed > 0:
+                self._add(now + self.period, count)
+                return
+            (soonest,) = self._one("SELECT min(returns_at) FROM budget_units WHERE key = ?")
+            if soonest is not None:
+                self._add(soonest + self.period, count)
+            else:
+                self._add(now + self.period, 1)
+                self._add(now + 2 * self.period, count - 1)
+        elif free < allowed:
+            give = allowed - free
+            blocks = self.db.execute(
+                "SELECT returns_at, count FROM budget_phantoms WHERE key = ? "
+                "ORDER BY returns_at DESC",
+                (self.key,),
+            ).fetchall()
+            for at, held in blocks:
+                if give <= 0:
+                    break
+                given = min(held, give)
+                self._one(
+                    "UPDATE budget_phantoms SET count = count - ?3"
+                    " WHERE key = ?1 AND returns_at = ?2",
+                    at,
+                    given,
+                )
+                self._count(0, -given)
+                give -= given
+            self._one("DELETE FROM budget_phantoms WHERE key = ? AND count <= 0")
+
+    def _add(self, at: float, count: int) -> None:
+        if count > 0:
+            self._one(
+                "INSERT INTO budget_phantoms VALUES (?, ?, ?) ON CONFLICT (key, returns_at) "
+                "DO UPDATE SET count = count + excluded.count",
+                at,
+                count,
+            )
+            self._count(0, count)
+
+    def view(self, now: float) -> LedgerView:
+        ours, phantoms = self.counts()
+        (soonest,) = self._one(
+            "SELECT min((SELECT min(returns_at) FROM budget_units WHERE key = ?1), "
+            "coalesce((SELECT min(returns_at) FROM budget_phantoms WHERE key = ?1), 1e308))"
+        )
+        next_in = None if soonest is None or soonest >= 1e308 else soonest - now
+        return LedgerView(self.limit, ours + phantoms, phantoms, next_in)
 
 
 class SQLiteBudgetStore:
@@ -77,8 +213,10 @@ class SQLiteBudgetStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        # The file's time minus this process's clock, fixed at its first operation.
-        self._offset: float | None = None
+        # This store among the file's writers, and the least its clock was seen ahead of
+        # each other writer's (see `_now`).
+        self._writer = new_unit_id()
+        self._ahead: dict[str, float] = {}
         # Its own thread: a frozen lock holder must not hold up the loop's default pool.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
 
@@ -93,6 +231,9 @@ class SQLiteBudgetStore:
 
                 def prepare() -> None:
                     db.execute("PRAGMA journal_mode=WAL")
+                    # No fsync per transaction (WAL keeps the file whole): a burst of takes
+                    # is not held up by the disk; a power cut may forget the last few.
+                    db.execute("PRAGMA synchronous=NORMAL")
                     db.executescript(_SCHEMA)
 
                 retry_locked(prepare, self._timeout)
@@ -126,68 +267,37 @@ class SQLiteBudgetStore:
 
         A unit is settled at the file's high-water time (never behind what any process
         has written), so no process's slow clock returns it early. Units are taken by this
-        process's own clock, less how far it ran ahead of the file's time when it first
-        used the file (up to `SKEW_TOLERANCE`): a clock that is ahead does not see units
-        back early, and a gap that was only idle time makes this process see them late,
-        never early.
+        process's own clock, less how far it runs ahead of the slowest other writer's
+        (up to `SKEW_TOLERANCE`): the least gap seen between this clock and the clock
+        another writer last wrote, which idle time only makes larger. So a clock that is
+        ahead does not see units back early, and does not see them late for ever either
+        (which took its share of the budget away).
         """
         mine = self._clock()
-        row = db.execute("SELECT now FROM budget_clock WHERE id = 1").fetchone()
-        high: float | None = None if row is None else float(row[0])
-        if self._offset is None:
-            gap = 0.0 if high is None else mine - high
-            self._offset = -gap if 0.0 < gap <= SKEW_TOLERANCE else 0.0
+        row = db.execute("SELECT now, clock, writer FROM budget_clock WHERE id = 1").fetchone()
+        high: float | None = None
+        if row is not None:
+            high, clock, writer = float(row[0]), float(row[1]), str(row[2])
+            if writer != self._writer:
+                self._ahead[writer] = min(mine - clock, self._ahead.get(writer, math.inf))
+        ahead = max((g for g in self._ahead.values() if 0.0 < g <= SKEW_TOLERANCE), default=0.0)
         settle = mine if high is None else max(mine, high)
         db.execute(
-            "INSERT INTO budget_clock (id, now) VALUES (1, ?)"
-            " ON CONFLICT (id) DO UPDATE SET now = excluded.now",
-            (settle,),
+            "INSERT INTO budget_clock (id, now, clock, writer) VALUES (1, ?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET"
+            " now = excluded.now, clock = excluded.clock, writer = excluded.writer",
+            (settle, mine, self._writer),
         )
-        return FileTime(take=mine + self._offset, settle=settle)
-
-    @staticmethod
-    def _load(db: sqlite3.Connection, key: str, params: LedgerParams) -> MemoryLedger:
-        rows = db.execute(
-            "SELECT unit, taken_at, returns_at FROM budget_units WHERE key = ?", (key,)
-        ).fetchall()
-        units = {unit: Unit(unit, taken, returns) for unit, taken, returns in rows}
-        return MemoryLedger(params.limit, params.period, units)
-
-    @staticmethod
-    def _save(db: sqlite3.Connection, key: str, before: dict[str, tuple[float, float]],
-              ledger: MemoryLedger) -> None:  # fmt: skip
-        gone = [(key, unit) for unit in before if unit not in ledger.units]
-        db.executemany("DELETE FROM budget_units WHERE key = ? AND unit = ?", gone)
-        changed = [
-            (key, u.id, u.taken_at, u.returns_at)
-            for u in ledger.units.values()
-            if before.get(u.id) != (u.taken_at, u.returns_at)
-        ]
-        db.executemany("INSERT OR REPLACE INTO budget_units VALUES (?, ?, ?, ?)", changed)
-
-    def _apply(
-        self,
-        key: str,
-        params: LedgerParams,
-        change: Callable[[MemoryLedger, float], T],
-        *,
-        settling: bool = False,
-    ) -> Callable[[sqlite3.Connection, FileTime], tuple[T, LedgerView]]:
-        def operation(db: sqlite3.Connection, now: FileTime) -> tuple[T, LedgerView]:
-            ledger = self._load(db, key, params)
-            before = {u.id: (u.taken_at, u.returns_at) for u in ledger.units.values()}
-            result = change(ledger, now.settle if settling else now.take)
-            self._save(db, key, before, ledger)
-            return result, ledger.view(now.take)
-
-        return operation
+        return FileTime(take=mine - ahead, settle=settle)
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
     ) -> tuple[Grant | Refusal, LedgerView]:
-        return await self._run(
-            self._apply(key, params, lambda ledger, now: ledger.take(now, hold=hold, keep=keep))
-        )
+        def operation(db: sqlite3.Connection, now: FileTime) -> tuple[Grant | Refusal, LedgerView]:
+            ledger = _FileLedger(db, key, params)
+            return ledger.take(now.take, hold, keep), ledger.view(now.take)
+
+        return await self._run(operation)
 
     async def settle(
         self,
@@ -199,15 +309,20 @@ class SQLiteBudgetStore:
         sent: bool,
         remaining: int | None,
     ) -> LedgerView:
-        def change(ledger: MemoryLedger, now: float) -> None:
-            ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
+        def operation(db: sqlite3.Connection, now: FileTime) -> LedgerView:
+            ledger = _FileLedger(db, key, params)
+            ledger.settle(now.settle, unit, taken_at, sent, remaining)
+            return ledger.view(now.take)
 
-        _, view = await self._run(self._apply(key, params, change, settling=True))
-        return view
+        return await self._run(operation)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
-        _, view = await self._run(self._apply(key, params, _unchanged))
-        return view
+        def operation(db: sqlite3.Connection, now: FileTime) -> LedgerView:
+            ledger = _FileLedger(db, key, params)
+            ledger.expire(now.take)
+            return ledger.view(now.take)
+
+        return await self._run(operation)
 
     async def close(self) -> None:
         self._executor.shutdown(wait=False)

@@ -2,7 +2,9 @@
 Redis so that every process spending one account's hour takes from the same units.
 
 Every operation is one atomic step on the store, timed by the store's own clock (the
-clocks of the processes sharing it never matter), and answers with the ledger's view.
+clocks of the processes sharing it never matter), and answers with the ledger's view:
+counts and the next return, never every unit, so a call costs the same however many
+units are held.
 """
 
 from __future__ import annotations
@@ -12,20 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from invoicing_async._budget.ledger import Grant, LedgerView, MemoryLedger, Refusal
+from invoicing_async._budget.ledger import (
+    Grant,
+    LedgerParams,
+    LedgerView,
+    MemoryLedger,
+    Refusal,
+)
 from invoicing_async.errors import ConfigurationError
 
-__all__ = ["BudgetStore", "LedgerParams", "MemoryBudgetStore", "open_budget_store"]
-
-
-class LedgerParams(Protocol):
-    """What a store needs to know of the budget: its size and its period."""
-
-    @property
-    def limit(self) -> int: ...
-
-    @property
-    def period(self) -> float: ...
+__all__ = ["BudgetStore", "MemoryBudgetStore", "open_budget_store"]
 
 
 class BudgetStore(Protocol):
@@ -80,14 +78,9 @@ class MemoryBudgetStore:
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
     ) -> tuple[Grant | Refusal, LedgerView]:
-        result = self.take_now(key, params, hold=hold, keep=keep)
-        return result, self.view_now(key, params)
-
-    def take_now(
-        self, key: str, params: LedgerParams, *, hold: float, keep: int
-    ) -> Grant | Refusal:
-        """`take` without awaiting or building a view (the budget's per-call path)."""
-        return self.ledger(key, params).take(self.now(), hold=hold, keep=keep)
+        ledger = self.ledger(key, params)
+        now = self.now()
+        return ledger.take(now, hold=hold, keep=keep), ledger.view(now)
 
     async def settle(
         self,
@@ -99,26 +92,12 @@ class MemoryBudgetStore:
         sent: bool,
         remaining: int | None,
     ) -> LedgerView:
-        self.settle_now(key, params, unit, taken_at, sent=sent, remaining=remaining)
-        return self.view_now(key, params)
-
-    def settle_now(
-        self,
-        key: str,
-        params: LedgerParams,
-        unit: str,
-        taken_at: float,
-        *,
-        sent: bool,
-        remaining: int | None,
-    ) -> None:
-        """`settle` without awaiting or building a view."""
-        self.ledger(key, params).settle(self.now(), unit, taken_at, sent=sent, remaining=remaining)
+        ledger = self.ledger(key, params)
+        now = self.now()
+        ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
+        return ledger.view(now)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
-        return self.view_now(key, params)
-
-    def view_now(self, key: str, params: LedgerParams) -> LedgerView:
         return self.ledger(key, params).view(self.now())
 
     async def close(self) -> None:

@@ -38,5 +38,5 @@ declared lost that was only cut off cannot sync beside its successor. Taken with
 
 BUDGET_KEY: Final = KeyedLock("invoicing-budget:")
 """Transaction-scoped, inside the budget's SQL functions
-(``_budget/sql/0001_units_and_functions.sql``): takers and settlers of one budget key
+(``_budget/sql/0001_budget.sql``): takers and settlers of one budget key
 (one host) are serialized, so a unit is never granted twice."""

@@ -15,7 +15,7 @@ import aiohttp
 import attrs
 from yarl import URL
 
-from invoicing_async._budget.budget import BudgetHooks, RateBudget
+from invoicing_async._budget.budget import RateBudget, spender_of
 from invoicing_async._models.documents import Format
 from invoicing_async._transport import telemetry as _telemetry
 from invoicing_async._transport.auth import Auth
@@ -113,7 +113,7 @@ class HTTPTransport:
         self.auth = auth
         self.fmt = fmt
         self.budget = budget
-        self._budget = BudgetHooks(budget)
+        self._spender = spender_of(budget)
         self.options = options
         self.api_prefix = normalize_prefix(api_prefix)
         self.max_response_bytes = max_response_bytes
@@ -317,16 +317,14 @@ class HTTPTransport:
         server's word; following the service's http->https redirect on the same host."""
         if self._closed:
             self._check_open()
-        budget = self._budget
+        spender = self._spender
         hold = opts.timeout.total  # a request's time in flight is bounded by its timeout
         text = str(url)  # formatted once per hop: auth, loop detection and the response
         seen: frozenset[str] = frozenset()
         for _ in range(MAX_REDIRECTS + 1):
-            permit = budget.take_at_once(background=opts.background, hold=hold)
-            if permit is None:
-                permit = await budget.acquire(
-                    max_wait=opts.max_wait, background=opts.background, hold=hold
-                )
+            permit = await spender.take(
+                max_wait=opts.max_wait, background=opts.background, hold=hold
+            )
             self.requests_sent += 1
             request = self._outgoing(method, url, text, body, opts)
             reporting = self.on_request is not None or logger.isEnabledFor(logging.DEBUG)
@@ -336,22 +334,21 @@ class HTTPTransport:
             except SendError as failure:
                 # A request that never connected never reached the server: its unit
                 # comes back.
-                await budget.settle(permit, sent=failure.connected)
+                await spender.settle(permit, sent=failure.connected)
                 if reporting:
                     elapsed = asyncio.get_running_loop().time() - started
                     self._report(method, url, None, elapsed, attempt, type(failure.error))
                 raise
             except BaseException:
                 # Cancelled mid-flight: it may have arrived; the unit comes back a period on.
-                await asyncio.shield(budget.settle(permit, sent=True))
+                await asyncio.shield(spender.settle(permit))
                 raise
             status = raw.status
             limit, remaining = rate_headers(raw.headers)
-            retry_after = None
-            if status == 403 and is_budget_refusal(status, raw.headers, raw.body):
-                retry_after = await budget.exhausted(permit)
-            elif not budget.observe_at_once(permit, limit=limit, remaining=remaining):
-                await budget.observe(permit, limit=limit, remaining=remaining)
+            refused = status == 403 and is_budget_refusal(status, raw.headers, raw.body)
+            retry_after = await spender.settle(
+                permit, limit=limit, remaining=remaining, refused=refused
+            )
             self._check_size(method, url, raw)
             if reporting:
                 elapsed = asyncio.get_running_loop().time() - started

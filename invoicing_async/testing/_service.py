@@ -192,10 +192,12 @@ class FakeInvoicingService:
             raise RuntimeError("the fake service is not started: use 'async with' or start()")
 
     def client(self, account: Account | None = None, **kwargs: Any) -> InvoicingClient:
-        """An `InvoicingClient` for an account of this server (budget not binding unless
-        given; HTTP Basic unless another `auth` is given)."""
+        """An `InvoicingClient` for an account of this server, with a budget of the
+        account's own hourly limit unless given (HTTP Basic unless another `auth` is given)."""
         account = account or self.account
-        kwargs.setdefault("budget", RateBudget(limit=100_000))
+        if "budget" not in kwargs:
+            window = account.window
+            kwargs["budget"] = RateBudget(limit=window.limit, period=window.period)
         kwargs.setdefault("ssl", self.ssl_context)
         auth: Auth = kwargs.pop("auth", None) or self.auth_for(account)
         return InvoicingClient(self.base_url_for(account), auth=auth, **kwargs)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import invoicing_async as ia
+from invoicing_async._budget.budget import spender_of
 
 
 async def main(argv: list[str]) -> None:
@@ -40,7 +41,7 @@ async def main(argv: list[str]) -> None:
         retry=ia.RetryPolicy(attempts=1),
     ) as client:
         # Time each round trip to the store that takes a unit (waiting is not counted).
-        store = budget._store  # noqa: SLF001 - measuring the store itself
+        store = spender_of(budget).store  # measuring the store itself
         take = store.take
 
         async def timed(*args: Any, **kwargs: Any) -> Any:

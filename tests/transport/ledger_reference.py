@@ -13,28 +13,30 @@ class ReferenceLedger:
 
     Kept as the executable statement of the rule that `MemoryLedger` must follow."""
 
-    def __init__(self, limit: int, period: float, units: dict[str, Unit] | None = None) -> None:
+    def __init__(self, limit: int, period: float) -> None:
         self.limit = limit
         self.period = period
-        self.units: dict[str, Unit] = units if units is not None else {}
+        self.units: dict[str, Unit] = {}
+        self.phantoms: list[float] = []  # each phantom's return time
 
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
         for unit_id in [u.id for u in self.units.values() if u.returns_at <= now]:
             del self.units[unit_id]
+        self.phantoms = [at for at in self.phantoms if at > now]
 
     def take(self, now: float, *, hold: float, keep: int = 0) -> Grant | Refusal:
         """Take a unit if more than `keep` are free; else say when one will be."""
         self.expire(now)
-        in_use = len(self.units)
+        in_use = len(self.units) + len(self.phantoms)
         if self.limit - in_use > keep:
             unit = Unit(new_unit_id(), now, now + self.period + hold)
             self.units[unit.id] = unit
             return Grant(unit.id, now)
         # Units that must come back before more than `keep` are free.
         needed = in_use - (self.limit - keep - 1)
-        returns = sorted(u.returns_at for u in self.units.values())
-        at = returns[needed - 1] if needed <= len(returns) else now + self.period
+        returns = sorted([u.returns_at for u in self.units.values()] + self.phantoms)
+        at = returns[needed - 1]
         return Refusal(max(0.0, at - now))
 
     def settle(
@@ -66,21 +68,13 @@ class ReferenceLedger:
         """Fit the free units to the server's word on the request taken at `taken_at`."""
         # Requests taken after that one may not have been counted in `remaining` yet:
         # assume they were not (those taken at the same instant count as before it).
-        after = sum(
-            1
-            for u in self.units.values()
-            if not u.phantom and u.taken_at > taken_at and u.id != unit_id
-        )
+        after = sum(1 for u in self.units.values() if u.taken_at > taken_at and u.id != unit_id)
         allowed = remaining - after
-        free = self.limit - len(self.units)
+        free = self.limit - len(self.units) - len(self.phantoms)
         if free > allowed:
             self._burn(now, free - max(0, allowed), exhausted=allowed <= 0)
         elif free < allowed:
-            phantoms = sorted(
-                (u for u in self.units.values() if u.phantom), key=lambda u: -u.returns_at
-            )
-            for unit in phantoms[: allowed - free]:
-                del self.units[unit.id]
+            self.phantoms = sorted(self.phantoms, reverse=True)[allowed - free :]
 
     def _burn(self, now: float, count: int, *, exhausted: bool) -> None:
         if count <= 0:
@@ -89,7 +83,7 @@ class ReferenceLedger:
             # Spent by someone else within the server's window: gone for a period at most.
             at: list[float] = [now + self.period] * count
         else:
-            real = [u.returns_at for u in self.units.values() if not u.phantom]
+            real = [u.returns_at for u in self.units.values()]
             if real:
                 # Our own oldest request leaving the window frees one: it is the probe.
                 at = [min(real) + self.period] * count
@@ -97,12 +91,11 @@ class ReferenceLedger:
                 # All spent by others: one probe a period from now, the rest held until the
                 # probe's answer hands them back.
                 at = [now + self.period] + [now + 2 * self.period] * (count - 1)
-        for returns_at in at:
-            unit = Unit(new_unit_id(phantom=True), now, returns_at)
-            self.units[unit.id] = unit
+        self.phantoms.extend(at)
 
     def view(self, now: float) -> LedgerView:
         self.expire(now)
-        returns = tuple(sorted(u.returns_at - now for u in self.units.values()))
-        phantoms = sum(1 for u in self.units.values() if u.phantom)
-        return LedgerView(self.limit, len(self.units), phantoms, returns)
+        returns = [u.returns_at for u in self.units.values()] + self.phantoms
+        next_in = min(returns) - now if returns else None
+        in_use = len(self.units) + len(self.phantoms)
+        return LedgerView(self.limit, in_use, len(self.phantoms), next_in)

@@ -10,6 +10,7 @@ test_budget_processes.py runs real processes.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import socket
 import sqlite3
@@ -20,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import BudgetHooks
+from invoicing_async._budget.budget import spender_of
 from invoicing_async._budget.ledger import Grant
-from invoicing_async._budget.sqlite import SQLiteBudgetStore
+from invoicing_async._budget.sqlite import SQLiteBudgetStore, sqlite_path
 from invoicing_async._budget.stores import MemoryBudgetStore
 from tests.servers import POSTGRES, REDIS
 
@@ -54,8 +55,8 @@ async def make_budget(shared_url: str) -> AsyncIterator[Callable[..., ia.RateBud
 
 
 async def spend(budget: ia.RateBudget, **kwargs: object) -> Grant:
-    permit = await BudgetHooks(budget).acquire(max_wait=0, **kwargs)  # type: ignore[arg-type]
-    await BudgetHooks(budget).observe(permit, limit=None, remaining=None)
+    permit = await spender_of(budget).take(max_wait=0, **kwargs)  # type: ignore[arg-type]
+    await spender_of(budget).settle(permit, limit=None, remaining=None)
     return permit
 
 
@@ -66,7 +67,7 @@ async def test_the_whole_limit_at_once_then_refused_for_about_an_hour(
     for _ in range(20):
         await spend(budget)
     with pytest.raises(ia.RateLimitExceeded) as info:
-        await BudgetHooks(budget).acquire(max_wait=10)
+        await spender_of(budget).take(max_wait=10)
     assert info.value.retry_after == pytest.approx(HOUR, abs=5)
     assert budget.shared
     assert (await budget.refresh()).used_in_period == 20
@@ -89,23 +90,24 @@ async def test_processes_share_the_units_and_a_restart_keeps_them(
 
 async def test_a_unit_that_never_left_comes_back(make_budget: Callable[..., ia.RateBudget]) -> None:
     budget = make_budget(limit=2)
-    permit = await BudgetHooks(budget).acquire(max_wait=0)
-    await BudgetHooks(budget).settle(permit, sent=False)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, sent=False)
     await spend(budget)
     await spend(budget)
     with pytest.raises(ia.RateLimitExceeded):
-        await BudgetHooks(budget).acquire(max_wait=0)
+        await spender_of(budget).take(max_wait=0)
 
 
 async def test_a_refusal_for_the_budget_stops_every_process(
     make_budget: Callable[..., ia.RateBudget],
 ) -> None:
     web, batch = make_budget(limit=20), make_budget(limit=20)
-    permit = await BudgetHooks(batch).acquire(max_wait=0)
-    wait = await BudgetHooks(batch).exhausted(permit)
+    permit = await spender_of(batch).take(max_wait=0)
+    wait = await spender_of(batch).settle(permit, refused=True)
+    assert wait is not None
     assert 0 < wait <= HOUR + 5
     with pytest.raises(ia.RateLimitExceeded):
-        await BudgetHooks(web).acquire(max_wait=0)
+        await spender_of(web).take(max_wait=0)
     snap = await web.refresh()
     assert (snap.remaining, snap.used_in_period, snap.held_for_others) == (0, 1, 19)
 
@@ -114,12 +116,12 @@ async def test_the_servers_word_holds_units_and_hands_them_back(
     make_budget: Callable[..., ia.RateBudget],
 ) -> None:
     budget = make_budget(limit=20)
-    permit = await BudgetHooks(budget).acquire(max_wait=0)
-    await BudgetHooks(budget).observe(permit, limit=20, remaining=5)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, limit=20, remaining=5)
     snap = await budget.refresh()
     assert (snap.remaining, snap.held_for_others) == (5, 14)
-    later = await BudgetHooks(budget).acquire(max_wait=0)
-    await BudgetHooks(budget).observe(later, limit=20, remaining=10)
+    later = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(later, limit=20, remaining=10)
     assert (await budget.refresh()).remaining == 10
 
 
@@ -130,11 +132,40 @@ async def test_background_work_stops_short_of_the_reserve(
     for _ in range(6):
         await spend(sync, background=True)
     with pytest.raises(ia.RateLimitExceeded, match="reserve"):
-        await BudgetHooks(sync).acquire(max_wait=0, background=True)
+        await spender_of(sync).take(max_wait=0, background=True)
     for _ in range(4):
         await spend(web)
     with pytest.raises(ia.RateLimitExceeded):
-        await BudgetHooks(web).acquire(max_wait=0)
+        await spender_of(web).take(max_wait=0)
+
+
+async def test_phantoms_are_one_counted_block_in_every_store(
+    make_budget: Callable[..., ia.RateBudget], shared_url: str
+) -> None:
+    """A 100,000 budget told that 349 of 350 are left: one stored block of 99,650."""
+    budget = make_budget(limit=100_000)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, limit=350, remaining=349)
+    assert (await budget.refresh()).held_for_others == 99_650
+    if shared_url.startswith("sqlite"):
+        with sqlite3.connect(sqlite_path(shared_url)) as db:
+            blocks = db.execute("SELECT count(*), sum(count) FROM budget_phantoms").fetchone()
+    elif shared_url.startswith("postgresql"):
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(shared_url) as conn:
+            cursor = await conn.execute(
+                "SELECT count(*), sum(count) FROM invoicing_budget_phantoms"
+            )
+            blocks = await cursor.fetchone()
+    else:
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(shared_url)
+        sizes = await client.hgetall("{invoicing:budget:acme}:sizes")
+        await client.aclose()
+        blocks = (len(sizes) - 1, int(sizes[b"all"]))
+    assert tuple(blocks) == (1, 99_650)
 
 
 async def test_many_concurrent_takers_never_get_more_than_the_limit(
@@ -146,7 +177,7 @@ async def test_many_concurrent_takers_never_get_more_than_the_limit(
         taken = 0
         while True:
             try:
-                await BudgetHooks(budget).acquire(max_wait=0)
+                await spender_of(budget).take(max_wait=0)
             except ia.RateLimitExceeded:
                 return taken
             taken += 1
@@ -172,7 +203,7 @@ async def test_every_store_follows_the_in_process_rule(
             got: list[Grant | None] = []
             for budget in (reference, shared):
                 try:
-                    got.append(await BudgetHooks(budget).acquire(max_wait=0, background=background))
+                    got.append(await spender_of(budget).take(max_wait=0, background=background))
                 except ia.RateLimitExceeded:
                     got.append(None)
             assert (got[0] is None) == (got[1] is None), step
@@ -183,11 +214,11 @@ async def test_every_store_follows_the_in_process_rule(
             sent = rng.random() < 0.9
             remaining = rng.choice([None, None, 0, 1, 3, 8, 15, 20])
             if not sent:
-                await BudgetHooks(reference).settle(ref_permit, sent=False)
-                await BudgetHooks(shared).settle(shared_permit, sent=False)
+                await spender_of(reference).settle(ref_permit, sent=False)
+                await spender_of(shared).settle(shared_permit, sent=False)
             else:
-                await BudgetHooks(reference).observe(ref_permit, limit=20, remaining=remaining)
-                await BudgetHooks(shared).observe(shared_permit, limit=20, remaining=remaining)
+                await spender_of(reference).settle(ref_permit, limit=20, remaining=remaining)
+                await spender_of(shared).settle(shared_permit, limit=20, remaining=remaining)
         ref, got_snap = reference.snapshot(), await shared.refresh()
         assert (got_snap.remaining, got_snap.used_in_period, got_snap.held_for_others) == (
             ref.remaining,
@@ -213,7 +244,7 @@ async def test_a_frozen_or_missing_server_fails_closed_in_bounded_time(
         budget = ia.RateBudget(shared=f"{scheme}127.0.0.1:{port}/0", key="acme", store_timeout=1)
         started = time.monotonic()
         with pytest.raises(ia.BudgetUnavailableError, match="the request was not sent"):
-            await BudgetHooks(budget).acquire(max_wait=None)
+            await spender_of(budget).take(max_wait=None)
         assert time.monotonic() - started < 5
         await budget.close()
 
@@ -227,7 +258,7 @@ async def test_a_locked_sqlite_file_fails_closed_in_bounded_time(tmp_path: Path)
     try:
         started = time.monotonic()
         with pytest.raises(ia.BudgetUnavailableError, match=r"budget\.db.*not sent"):
-            await BudgetHooks(budget).acquire(max_wait=None)
+            await spender_of(budget).take(max_wait=None)
         assert time.monotonic() - started < 3
     finally:
         holder.execute("ROLLBACK")
@@ -322,9 +353,7 @@ async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
     holder = sqlite3.connect(tmp_path / "budget.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        stuck = [
-            asyncio.ensure_future(BudgetHooks(budget).acquire(max_wait=None)) for _ in range(40)
-        ]
+        stuck = [asyncio.ensure_future(spender_of(budget).take(max_wait=None)) for _ in range(40)]
         await asyncio.sleep(0.1)  # the takers are waiting on the file's lock
         started = time.monotonic()
         await asyncio.to_thread(lambda: None)
@@ -344,8 +373,40 @@ async def test_budgets_opening_one_new_sqlite_file_at_once_all_open(tmp_path: Pa
         url = f"sqlite:///{tmp_path / f'new-{trial}.db'}"
         budgets = [ia.RateBudget(limit=50, shared=url, key="k") for _ in range(6)]
         try:
-            permits = await asyncio.gather(*(BudgetHooks(b).acquire(max_wait=0) for b in budgets))
+            permits = await asyncio.gather(*(spender_of(b).take(max_wait=0) for b in budgets))
         finally:
             for budget in budgets:
                 await budget.close()
         assert len(permits) == 6
+
+
+async def test_a_process_whose_clock_runs_ahead_still_gets_its_share(tmp_path: Path) -> None:
+    """Two processes on one SQLite file, the second one's clock 2 s ahead and first used
+    a second after the other's, take in turns (in a random order) for 60 s of a budget of
+    4 per 4 s: each gets a fair share (the skew guard once made the fast one see every
+    unit back late, so it got almost nothing), and no 4 s window holds more than 4."""
+    rng = random.Random(5)
+    true_time = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    slow = SQLiteBudgetStore(url, clock=lambda: true_time[0])
+    fast = SQLiteBudgetStore(url, clock=lambda: true_time[0] + 2.0)
+    budgets = {"slow": ia.RateBudget(4, 4.0, key="acme", store=slow)}
+    await budgets["slow"].refresh()
+    true_time[0] += 1.0
+    budgets["fast"] = ia.RateBudget(4, 4.0, key="acme", store=fast)
+    taken: dict[str, list[float]] = {"slow": [], "fast": []}
+    for _ in range(240):  # 60 s in steps of 0.25 s
+        for name in rng.sample(["slow", "fast"], 2):
+            while True:
+                try:
+                    await spend(budgets[name])
+                except ia.RateLimitExceeded:
+                    break
+                taken[name].append(true_time[0])
+        true_time[0] += 0.25
+    every = sorted(taken["slow"] + taken["fast"])
+    assert max(bisect.bisect_left(every, t + 4.0) - i for i, t in enumerate(every)) <= 4
+    assert len(taken["fast"]) >= 0.25 * len(every), (len(taken["fast"]), len(every))
+    assert len(taken["slow"]) >= 0.25 * len(every), (len(taken["slow"]), len(every))
+    await slow.close()
+    await fast.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import BudgetHooks
+from invoicing_async._budget.budget import spender_of
 from tests.servers import ServerUnavailable, require_server, start_postgres, start_redis
 
 # PostgreSQL and Redis: the suite's, and servers of their own to freeze (SIGSTOP).
@@ -22,18 +22,24 @@ pytestmark = pytest.mark.servers
 HOUR = 3600.0
 
 
-@pytest.mark.parametrize("fixture", ["postgres_url", "redis_url"])
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'budget.db'}"
+
+
+@pytest.mark.parametrize("fixture", ["sqlite_url", "postgres_url", "redis_url"])
 async def test_a_shared_budget_serves_1000_concurrent_calls_of_one_process(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
-    """A web backend's burst: every take waits its turn for a connection, none fails."""
+    """A web backend's burst: every take waits its turn for a connection, none fails
+    within the default store timeout (each call costs the same however many are held)."""
     url = str(request.getfixturevalue(fixture))
-    budget = ia.RateBudget(2000, HOUR, shared=url, key="acme", store_timeout=30)
-    hooks = BudgetHooks(budget)
+    budget = ia.RateBudget(2000, HOUR, shared=url, key="acme")
+    hooks = spender_of(budget)
 
     async def call() -> None:
-        permit = await hooks.acquire(max_wait=0)
-        await hooks.observe(permit, limit=None, remaining=None)
+        permit = await hooks.take(max_wait=0)
+        await hooks.settle(permit, limit=None, remaining=None)
 
     try:
         results = await asyncio.gather(*(call() for _ in range(1000)), return_exceptions=True)
@@ -95,18 +101,18 @@ async def test_a_frozen_store_fails_closed_within_its_timeout(kind: str) -> None
     however long the client library would wait to cancel its query."""
     with dedicated(kind) as (url, pid):
         budget = ia.RateBudget(100, HOUR, shared=url, key="acme", store_timeout=2.0)
-        hooks = BudgetHooks(budget)
-        await hooks.observe(await hooks.acquire(max_wait=0), limit=None, remaining=None)
+        hooks = spender_of(budget)
+        await hooks.settle(await hooks.take(max_wait=0), limit=None, remaining=None)
         with frozen(pid):
             started = time.monotonic()
             with pytest.raises(ia.BudgetUnavailableError, match="did not answer within 2s"):
-                await hooks.acquire(max_wait=None)
+                await hooks.take(max_wait=None)
             assert time.monotonic() - started < 3.0
             started = time.monotonic()
             await asyncio.gather(
-                *(hooks.acquire(max_wait=None) for _ in range(5)), return_exceptions=True
+                *(hooks.take(max_wait=None) for _ in range(5)), return_exceptions=True
             )
             assert time.monotonic() - started < 3.0
-        await hooks.observe(await hooks.acquire(max_wait=0), limit=None, remaining=None)
+        await hooks.settle(await hooks.take(max_wait=0), limit=None, remaining=None)
         with contextlib.suppress(ia.BudgetUnavailableError):
             await budget.close()

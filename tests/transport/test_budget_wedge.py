@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import BudgetHooks
+from invoicing_async._budget.budget import spender_of
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from tests.virtual_time import run_virtual
 
@@ -29,18 +29,16 @@ async def program(
     waits: list[float | None] = []
     while loop.time() < until:
         try:
-            permit = await BudgetHooks(budget).acquire(max_wait=0)
+            permit = await spender_of(budget).take(max_wait=0)
         except ia.RateLimitExceeded as exc:
             waits.append(exc.retry_after)
             await asyncio.sleep(max(exc.retry_after or 60.0, 1.0))
             continue
         if window.take():
             sent.append(loop.time())
-            await BudgetHooks(budget).observe(
-                permit, limit=window.limit, remaining=window.remaining
-            )
+            await spender_of(budget).settle(permit, limit=window.limit, remaining=window.remaining)
         else:
-            await BudgetHooks(budget).exhausted(permit)
+            await spender_of(budget).settle(permit, refused=True)
         await asyncio.sleep(60.0)
     return waits
 

@@ -1,16 +1,34 @@
--- The SQLite budget store's table (sqlite.py), made if missing on every open.
+-- The SQLite budget store's tables (sqlite.py), made if missing on every open: our units
+-- (one row each), phantom blocks (a count per return time) and each key's counts.
 CREATE TABLE IF NOT EXISTS budget_units (
     key TEXT NOT NULL,
     unit TEXT NOT NULL,
     taken_at REAL NOT NULL,
     returns_at REAL NOT NULL,
     PRIMARY KEY (key, unit)
-) WITHOUT ROWID
-;
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS budget_units_returns ON budget_units (key, returns_at);
+CREATE INDEX IF NOT EXISTS budget_units_taken ON budget_units (key, taken_at);
 
--- The file's clock: the latest time any process used (sqlite.py's `_now`), so no process
--- whose clock runs ahead returns units that others took earlier.
+CREATE TABLE IF NOT EXISTS budget_phantoms (
+    key TEXT NOT NULL,
+    returns_at REAL NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (key, returns_at)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS budget_keys (
+    key TEXT PRIMARY KEY,
+    ours INTEGER NOT NULL DEFAULT 0,
+    phantoms INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- The file's clock (sqlite.py's `_now`): the latest time any process used, so no process
+-- whose clock runs ahead returns units that others took earlier; and the last writer's
+-- own clock, by which each process learns how far its clock runs ahead of the others'.
 CREATE TABLE IF NOT EXISTS budget_clock (
     id INTEGER PRIMARY KEY CHECK (id = 1),
-    now REAL NOT NULL
+    now REAL NOT NULL,
+    clock REAL NOT NULL,
+    writer TEXT NOT NULL
 )
