@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import tempfile
 from decimal import Decimal
@@ -13,7 +14,7 @@ from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome, ex
 from invoicing_async._cli.progress import ProgressBar
 from invoicing_async._sync.plan import batches_for
 from invoicing_async._sync.sqlite import SQLiteStore
-from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing import FakeClock, FakeInvoicingService
 
 __all__ = ["run_demo"]
 
@@ -44,7 +45,12 @@ async def _demo(
         f"Starting the fake service with {invoices} generated invoices (seed {seed})...", flush=True
     )
     store_path = db if db is not None else tmp / "invoices.sqlite3"
-    async with FakeInvoicingService(invoices=invoices, seed=seed) as service:
+    # Noon today (UTC) on the service's clock: the hour it moves below never crosses a
+    # midnight, whose daily run would turn invoices late between the syncs.
+    noon = dt.datetime.combine(
+        dt.datetime.now(dt.timezone.utc).date(), dt.time(12), dt.timezone.utc
+    )
+    async with FakeInvoicingService(invoices=invoices, seed=seed, clock=FakeClock(noon)) as service:
         print(f"  {service.base_url}  (TLS with a throwaway CA, {fmt.upper()} format)", flush=True)
         ca = tmp / "ca.pem"
         service.write_ca(ca)
