@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget.budget import BudgetHooks
+from invoicing_async._budget.budget import spender_of
 from invoicing_async._budget.sqlite import SQLiteBudgetStore
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
@@ -21,8 +21,9 @@ HOUR = 3600.0
 
 
 async def spend(budget: ia.RateBudget, max_wait: float | None = 0) -> None:
-    permit = await BudgetHooks(budget).acquire(max_wait=max_wait)
-    await BudgetHooks(budget).observe(permit, limit=None, remaining=None)
+    spender = spender_of(budget)
+    permit = await spender.take(max_wait=max_wait)
+    await spender.settle(permit, limit=None, remaining=None)
 
 
 def busiest(times: list[float], period: float) -> int:
