@@ -18,6 +18,7 @@ from invoicing_async import models as m
 from invoicing_async.sync import (
     InvoiceDocument,
     MemoryStore,
+    PostgresStore,
     SQLiteStore,
     Store,
     SyncEngine,
@@ -61,6 +62,13 @@ def _huge_id(fmt: str) -> Callable[[bytes], bytes]:
     return lambda b: _replace_in_member(b, old, b'<invoice><id type="integer">%d</id>' % HUGE)
 
 
+def _surrogate_key(body: bytes) -> bytes:
+    """An unknown top-level key holding a lone surrogate in BAD's member (JSON): no
+    PostgreSQL text or jsonb can hold it."""
+    old = b'{"invoice":{"id":%d,' % BAD
+    return _replace_in_member(body, old, old + b'"x\\udfff":1,')
+
+
 def _nested(depth: int) -> bytes:
     return b"<a>" * depth + b"</a>" * depth
 
@@ -98,6 +106,7 @@ POISONS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "json 1e999": ("json", lambda b: _replace_in_member(b, b'"123456.789"', b"1e999")),
     "json under another key": ("json", _wrap_under_other_key),
     "json id past 64 bits": ("json", _huge_id("json")),
+    "json lone surrogate in an unknown key": ("json", _surrogate_key),
 }
 
 
@@ -201,6 +210,29 @@ async def test_whatever_the_fast_path_stores_the_converter_reads(kind: str, tmp_
     assert len([invoice async for invoice in store.iter_invoices()]) == 249
     assert await store.get(BAD) is None
     await store.close()
+
+
+async def test_a_lone_surrogate_in_an_unknown_key_costs_postgres_only_its_invoice(
+    postgres_url: str,
+) -> None:
+    """PostgreSQL refuses a lone surrogate anywhere in a document: the member is
+    quarantined before the upsert, and the 249 others are stored (0 of 100 were)."""
+    account = Account("json", _surrogate_key)
+    async with (
+        PostgresStore(postgres_url, account="acme") as store,
+        ia.InvoicingClient(
+            "https://acme.example.com",
+            auth=ia.BasicAuth("u", "p"),
+            format="json",
+            sender=MockSender(account.handle),
+        ) as client,
+    ):
+        report = await SyncEngine(client, store).run()
+        assert report.errors == []
+        assert report.quarantined == [BAD]
+        revisions = await store.revisions()
+        assert len(revisions) == 249
+        assert BAD not in revisions
 
 
 async def test_one_unreadable_row_fails_only_itself(
