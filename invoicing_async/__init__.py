@@ -8,6 +8,7 @@ modules whose names start with an underscore are implementation.
 from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._models.payloads import Format
+from invoicing_async._resources.raw import APIResponse
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
 from invoicing_async._transport.failures import SendError
 from invoicing_async._transport.http import RequestEvent
@@ -41,6 +42,7 @@ from invoicing_async.errors import (
 
 __all__ = [
     "APIConnectionError",
+    "APIResponse",
     "APITimeoutError",
     "Auth",
     "AuthenticationError",

@@ -16,6 +16,7 @@ from yarl import URL
 from invoicing_async._budget.budget import BudgetHooks, RateBudget
 from invoicing_async._models.documents import Format, load_model
 from invoicing_async._resources.invoices import InvoicesResource
+from invoicing_async._resources.raw import RawOperations
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.environment import settings_from_env
@@ -187,6 +188,18 @@ class InvoicingClient:
     def is_closed(self) -> bool:
         """True after `aclose()` (or the end of `async with`): make a new client then."""
         return self._transport.is_closed
+
+    @property
+    def with_raw_response(self) -> RawOperations[InvoicingClient]:
+        """The client's own operation with its HTTP answer:
+        ``raw = await client.with_raw_response.current_session()`` (an `APIResponse`)."""
+        return RawOperations(self._requester, self._rewired, frozenset({"current_session"}))
+
+    def _rewired(self, transport: BoundTransport) -> InvoicingClient:
+        """This client sending its own operation through `transport` (the raw view's)."""
+        clone = copy.copy(self)
+        clone._requester = transport  # noqa: SLF001 - setting up the copy of self
+        return clone
 
     async def current_session(self) -> CurrentSession:
         """The session and active user: GET /current_session.xml (root `<user>`)."""

@@ -20,6 +20,7 @@ README = Path(__file__).parents[1] / "README.md"
 PUBLIC: dict[str, set[str]] = {
     "invoicing_async": {
         "APIConnectionError",
+        "APIResponse",
         "APITimeoutError",
         "Auth",
         "AuthenticationError",
