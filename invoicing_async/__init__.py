@@ -5,6 +5,7 @@ The public names are the ones below and those of `invoicing_async.models`,
 modules whose names start with an underscore are implementation.
 """
 
+from invoicing_async import _logs
 from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._models.payloads import Format
@@ -79,3 +80,5 @@ __all__ = [
     "ValidationError",
     "__version__",
 ]
+
+_logs.configure_from_env()  # INVOICING_LOG=debug|info|warning: the package's log, no code
