@@ -50,6 +50,10 @@ class InvoicingClient:
     (`None`: wait as long as it takes). `timeout` bounds each attempt; `deadline`, when
     set, bounds the whole call (budget wait, retries and backoff included).
     `with_options()` changes these for the calls made through the copy it returns.
+
+    Requests go through the proxy of `HTTPS_PROXY` (`HTTP_PROXY` for http) unless
+    `NO_PROXY` names the host, as most HTTP clients do; `trust_env=False` ignores them. A
+    session you pass in follows its own `trust_env`.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class InvoicingClient:
         user_agent: str | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
         trace_configs: list[aiohttp.TraceConfig] | None = None,
+        trust_env: bool = True,
         sender: Sender | None = None,
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
@@ -96,6 +101,7 @@ class InvoicingClient:
             user_agent=user_agent,
             on_request=on_request,
             trace_configs=trace_configs,
+            trust_env=trust_env,
         )
         BudgetHooks(budget).bind(_account_host(self._transport.base_url))
         self._validate = validate

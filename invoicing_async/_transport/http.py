@@ -107,6 +107,7 @@ class HTTPTransport:
         user_agent: str | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
         trace_configs: list[aiohttp.TraceConfig] | None = None,
+        trust_env: bool = True,
     ) -> None:
         if fmt not in CONTENT_TYPES:
             raise ValueError(f"format must be 'xml' or 'json', not {fmt!r}")
@@ -123,7 +124,7 @@ class HTTPTransport:
         )
         self.on_request = on_request
         self.sender: Sender = sender or AiohttpSender(
-            session=session, ssl=ssl, trace_configs=trace_configs
+            session=session, ssl=ssl, trace_configs=trace_configs, trust_env=trust_env
         )
         self._closed = False
         self.requests_sent = 0  # every HTTP request, retries and redirects included
