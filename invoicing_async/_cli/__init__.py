@@ -212,7 +212,6 @@ def _budget_arguments(parser: argparse.ArgumentParser) -> None:
 async def _sync(args: argparse.Namespace) -> int:
     import invoicing_async as ia
     from invoicing_async._account_run import AccountRun, Credentials
-    from invoicing_async._cli.progress import ProgressBar
     from invoicing_async._cli.sync_many import StoreLock
     from invoicing_async._secrets import SecretPolicy
     from invoicing_async._transport.environment import auth_from_env
@@ -235,7 +234,6 @@ async def _sync(args: argparse.Namespace) -> int:
     db: Path = args.db
     # A dry run writes nothing: no lock file, and no database file where there is none.
     lock = None if args.dry_run else StoreLock(db)
-    bar = None if args.no_progress or args.json else ProgressBar("sync")
     run = AccountRun(
         account=str(db),
         base_url=args.base_url,
@@ -250,13 +248,9 @@ async def _sync(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         wait_for_budget=args.wait_for_budget,
         force_deletions=args.force_deletions,
-        observers=() if bar is None else (bar,),
+        progress=not (args.no_progress or args.json),
     )
-    try:
-        outcome = await run.run()
-    finally:
-        if bar is not None:
-            bar.close()
+    outcome = await run.run()
     if outcome.report is None:
         if outcome.status == "locked":
             print(f"another sync holds {lock.path if lock else db}: not started", file=sys.stderr)

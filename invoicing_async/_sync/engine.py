@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from invoicing_async import _telemetry
 from invoicing_async._sync.fetching import FetchRun, sleep_for_budget
 from invoicing_async._sync.plan import SyncPlan, plan_sync
+from invoicing_async._sync.progress import ProgressBar
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, Store
@@ -28,6 +30,11 @@ class SyncEngine:
     A run lists once, diffs against the store, and fetches new and changed invoices in
     batches of 100, `concurrency` at a time; each batch is committed in one transaction.
     A run with N changed invoices costs 1 + ceil(N / 100) requests when nothing fails.
+
+    `progress=True` draws a `tqdm.auto` bar of each run (a widget in a notebook, text on
+    a terminal's stderr): invoices fetched, requests spent and the budget left, as the
+    `sync` command shows. `on_progress` gets the same counts after each batch, for a
+    display of your own.
     """
 
     def __init__(
@@ -44,6 +51,7 @@ class SyncEngine:
         wait_for_budget: bool = False,
         dry_run: bool = False,
         on_progress: Callable[[SyncProgress], None] | None = None,
+        progress: bool = False,
         on_batch: Callable[[BatchCommitted], None] | None = None,
         recheck_within: float = 5.0,
         clock: Callable[[], float] = time.time,
@@ -63,10 +71,22 @@ class SyncEngine:
         self.quarantine_for = quarantine_for
         self.wait_for_budget = wait_for_budget
         self.dry_run = dry_run
+        self._bar = ProgressBar("sync") if progress else None
+        if self._bar is not None:
+            on_progress = _both(on_progress, self._bar.update)
         self.on_progress = on_progress
         self.on_batch = on_batch
         self.recheck_within = recheck_within
         self.clock = clock
+
+    @contextlib.contextmanager
+    def _drawing(self) -> Iterator[None]:
+        """The progress bar, if any, ends with the run (a next run draws a new one)."""
+        try:
+            yield
+        finally:
+            if self._bar is not None:
+                self._bar.close()
 
     async def plan(self) -> tuple[SyncPlan, int]:
         """List and diff, without fetching or writing: (plan, requests spent)."""
@@ -110,7 +130,7 @@ class SyncEngine:
     async def run(self) -> SyncReport:
         """List, diff, then fetch and store what changed; in an OpenTelemetry span
         (`invoicing.sync`) when OpenTelemetry is configured."""
-        with _telemetry.span("invoicing.sync") as span:
+        with _telemetry.span("invoicing.sync") as span, self._drawing():
             report = await self._run()
             if span is not None:
                 span.set_attributes(
@@ -198,9 +218,24 @@ class SyncEngine:
         report = SyncReport(planned=len(unique))
         # One attempt each: an id the service does not return is not retried here.
         run = FetchRun(self, plan, report, first_request, max_attempts=1)
-        await run.fetch_all()
+        with self._drawing():
+            await run.fetch_all()
         report.quarantined = []
         report.pending = sorted(run.queued_ids())
         report.requests = self.client.requests_sent - first_request
         report.seconds = time.monotonic() - started
         return report
+
+
+def _both(
+    first: Callable[[SyncProgress], None] | None, then: Callable[[SyncProgress], None]
+) -> Callable[[SyncProgress], None]:
+    """One progress callback calling `first` (when given), then `then`."""
+    if first is None:
+        return then
+
+    def both(progress: SyncProgress) -> None:
+        first(progress)
+        then(progress)
+
+    return both
