@@ -77,8 +77,9 @@ class AiohttpSender:
         self._ssl = ssl
         self._trace_configs = trace_configs
         # Our own session takes the proxy of `HTTPS_PROXY`/`HTTP_PROXY` unless `NO_PROXY`
-        # names the host; a borrowed session follows its own `trust_env`.
-        self._trust_env = trust_env and session is None
+        # names the host; a borrowed session follows its own `trust_env`. Without any
+        # proxy variable (read now) a request does no lookup at all.
+        self._trust_env = trust_env and session is None and bool(urllib.request.getproxies())
         self._proxies: dict[tuple[str, str | None], _Proxy] = {}
 
     def _proxy_for(self, url: URL) -> _Proxy:
