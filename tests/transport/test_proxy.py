@@ -121,14 +121,16 @@ async def test_no_proxy_and_trust_env_false_go_direct(
     monkeypatch.setenv("HTTPS_PROXY", proxy.url)
     if direct == "no_proxy":
         monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
-    async with FakeInvoicingService(invoices=1) as service:
-        async with ia.InvoicingClient(
+    async with (
+        FakeInvoicingService(invoices=1) as service,
+        ia.InvoicingClient(
             service.base_url,
             auth=service.auth,
             ssl=service.ssl_context,
             trust_env=direct != "trust_env=False",
-        ) as client:
-            assert len(await client.invoices.list()) == 1
+        ) as client,
+    ):
+        assert len(await client.invoices.list()) == 1
     assert proxy.heads == []
 
 
