@@ -10,10 +10,11 @@ import time
 
 from benchmarks.common import Result, best_of
 from benchmarks.server import FakeServerProcess
-from invoicing_async._models.documents import dump_list, load_list
+from invoicing_async._models.documents import load_list
 from invoicing_async.models import Invoice
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing._writers import dump_list
 
 ACCOUNTS = 500
 INVOICES = 1000

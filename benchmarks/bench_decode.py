@@ -17,15 +17,11 @@ import xmltodict
 
 from benchmarks.common import Result, paired_timings
 from invoicing_async import Format
-from invoicing_async._models.documents import (
-    dump_list,
-    dump_sync_entries,
-    load_list,
-    load_sync_revisions,
-)
+from invoicing_async._models.documents import load_list, load_sync_revisions
 from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async.models import Invoice, SyncEntry
 from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing._writers import dump_list, dump_sync_entries
 
 SYNC_ENTRIES = 5_000
 

@@ -13,10 +13,11 @@ import aiohttp
 
 from benchmarks.common import Result, best_of
 from benchmarks.server import FakeServerProcess
-from invoicing_async._models.documents import Format, dump_list
+from invoicing_async._models.documents import Format
 from invoicing_async.models import Invoice
 from invoicing_async.testing import FakeInvoicingService
 from invoicing_async.testing._documents import InvoiceDocuments
+from invoicing_async.testing._writers import dump_list
 
 LISTED = 3000
 BIG = 100_000

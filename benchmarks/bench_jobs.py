@@ -315,8 +315,8 @@ async def _revisions_peak(url: str, repeat: int) -> tuple[float, float]:
     """Peak RSS (MiB) of a fresh process reading 1,000,000 revisions, and before reading."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "INSERT INTO invoicing_invoices (account, id, revision, document, synced_at)"
-            " SELECT 'million', g, 1000 + g %% 7, '\\x7b7d'::bytea, now()"
+            "INSERT INTO invoicing_invoices (account, id, revision, document, raw, synced_at)"
+            " SELECT 'million', g, 1000 + g %% 7, '{}'::jsonb, '\\x7b7d'::bytea, now()"
             " FROM generate_series(1, %s) g",
             (REVISIONS,),
         )

@@ -14,7 +14,8 @@ import sys
 
 import invoicing_async as ia
 from invoicing_async._models.documents import load_sync_revisions
-from invoicing_async.sync import SQLiteStore, SyncEngine, plan_sync
+from invoicing_async._sync.plan import plan_sync
+from invoicing_async.sync import SQLiteStore, SyncEngine
 
 
 def peak_mib() -> float:

@@ -27,6 +27,7 @@ MODULES = [
     "bench_budget_shared",
     "bench_stall",
     "bench_handwritten",
+    "bench_scale",
     "bench_accounts",
     "bench_fake",
     "bench_dlt",

@@ -1,4 +1,6 @@
-"""The package's log output: text or JSON lines on stderr, secrets redacted.
+"""The package's log output: text or JSON lines on stderr, secrets redacted, control
+characters escaped (`printable`: what a service or an account row holds never moves the
+cursor, recolours the terminal or starts a forged line).
 
 One setup for the commands (`-v`, `--log-level`, `--log-format`) and for library users
 without code: ``INVOICING_LOG=debug|info|warning`` (and ``INVOICING_LOG_FORMAT=json``),
@@ -25,6 +27,7 @@ __all__ = [
     "install",
     "json_from_env",
     "level_from_env",
+    "printable",
 ]
 
 PACKAGE = "invoicing_async"
@@ -39,14 +42,40 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 }
 
 
+def printable(text: str) -> str:
+    """`text` safe to show on a terminal or in a log line: every character that
+    `str.isprintable` refuses (escapes, newlines, tabs, bidi controls) written as its
+    Python escape, as `repr` shows it (``\\x1b``, ``\\n``, ``\\u202e``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 class TextFormatter(logging.Formatter):
-    """``time level logger: message``, with every known secret replaced by ``***``."""
+    """``time level logger: message``, with every known secret replaced by ``***``; one
+    line a message (control characters escaped), then any traceback."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        escaped = logging.makeLogRecord(vars(record))
+        escaped.msg, escaped.args = printable(record.getMessage()), None
+        escaped.exc_text = None  # made again by `formatException`, escaped
+        return redact(super().format(escaped))
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback's own lines kept; its exceptions' messages (which may quote the
+        service) on one line each, and control characters anywhere escaped."""
+        text = super().formatException(ei)
+        exc, seen = ei[1], set()
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            message = str(exc)
+            if not message.isprintable():
+                text = text.replace(message, printable(message))
+            exc = exc.__cause__ or exc.__context__
+        return "\n".join(printable(line) for line in text.split("\n"))
 
 
 class JsonFormatter(logging.Formatter):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
 
@@ -66,6 +66,63 @@ async def test_files_only_under_the_secrets_directory_symlinks_resolved(tmp_path
         await read_secret(SecretRef("file", str(good)), SecretPolicy())
 
 
+@pytest.mark.parametrize(
+    ("mode", "owner", "why"),
+    [
+        (0o1777, None, "others can write it"),
+        (0o770, None, "others can write it"),
+        (0o702, None, "others can write it"),
+        (0o700, 65534, "owned by uid 65534"),
+    ],
+)
+async def test_a_secrets_directory_others_can_write_is_refused(
+    tmp_path: Path, mode: int, owner: int | None, why: str
+) -> None:
+    """Whoever can write the directory can put any file there (or a link to one)."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    good = secret_file(secrets / "acme", "acme-pw")
+    policy = SecretPolicy(secrets_dir=secrets)
+    secrets.chmod(mode)
+    if owner is not None:
+        if os.geteuid() != 0:
+            pytest.skip("giving a directory to another user needs root")
+        os.chown(secrets, owner, -1)
+    with pytest.raises(SecretError, match=f"secrets directory {secrets} refused: {why}"):
+        SecretPolicy(secrets_dir=secrets)  # the worker does not start
+    with pytest.raises(SecretError, match=why):  # nor reads, if it changed after the start
+        await read_secret(SecretRef("file", str(good)), policy)
+
+
+async def test_a_symlink_swapped_in_after_the_check_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of round 4: the path is resolved and checked, then a local user who can
+    write a folder on it swaps the folder for a link out of the directory. What is
+    opened is what was checked, one component at a time, no link followed."""
+    secrets, outside = tmp_path / "secrets", tmp_path / "outside"
+    (secrets / "team").mkdir(parents=True)
+    (outside / "team").mkdir(parents=True)
+    ref = SecretRef("file", str(secret_file(secrets / "team" / "acme", "acme-pw")))
+    secret_file(outside / "team" / "acme", "owner-only secret of someone else")
+    policy = SecretPolicy(secrets_dir=secrets)
+    resolve = os.path.realpath
+    flipped: list[str] = []
+
+    def realpath_then_swap(path: object, *args: object, **kwargs: object) -> str:
+        real = resolve(path, *args, **kwargs)  # type: ignore[call-overload]
+        if path == ref.name and not flipped:
+            (secrets / "team").rename(secrets / "team.old")
+            (secrets / "team").symlink_to(outside / "team")
+            flipped.append(real)
+        return str(real)
+
+    monkeypatch.setattr(os.path, "realpath", realpath_then_swap)
+    with pytest.raises(SecretError, match="its path changed after it was checked"):
+        await read_secret(ref, policy)
+    assert flipped
+
+
 async def test_only_owner_only_regular_small_text_files(tmp_path: Path) -> None:
     policy = SecretPolicy(secrets_dir=tmp_path)
     cases = {
@@ -109,7 +166,7 @@ async def test_a_hung_read_times_out_without_holding_the_loop(
     """A file system that never answers (a dead NFS server): the read is abandoned."""
     release = threading.Event()
 
-    def hung(path: str, what: str) -> str:
+    def hung(root: str, inside: PurePath, what: str) -> str:
         release.wait(30)
         return "late"
 

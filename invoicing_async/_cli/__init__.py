@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicing_async._cli.options import CommandParser, add_command, positive_int
+from invoicing_async._logs import printable
 from invoicing_async._version import __version__
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = _expected_failure(exc, args)
         if text is None:
             raise
-        print(f"error: {text}", file=sys.stderr)
+        print(f"error: {printable(text)}", file=sys.stderr)
         return 1
 
 
@@ -245,7 +246,7 @@ async def _sync(args: argparse.Namespace) -> int:
         try:  # OAuth 1 (or Basic) from the INVOICING_* variables
             auth = auth_from_env()
         except ia.ConfigurationError as exc:
-            print(f"error: no username given and {exc}", file=sys.stderr)
+            print(f"error: no username given and {printable(str(exc))}", file=sys.stderr)
             return 2
     db: Path = args.db
     # A dry run writes nothing: no lock file, and no database file where there is none.
@@ -272,9 +273,12 @@ async def _sync(args: argparse.Namespace) -> int:
             print(f"another sync holds {lock.path if lock else db}: not started", file=sys.stderr)
         elif outcome.status == "budget":
             when = f" (~{outcome.eta:.0f}s)" if outcome.eta is not None else ""
-            print(f"stopped for the hourly budget{when}: {outcome.error}", file=sys.stderr)
+            print(
+                f"stopped for the hourly budget{when}: {printable(str(outcome.error))}",
+                file=sys.stderr,
+            )
         else:
-            print(f"error: {outcome.error}", file=sys.stderr)
+            print(f"error: {printable(str(outcome.error))}", file=sys.stderr)
         return outcome.exit_code
     if args.json:
         print(json.dumps(outcome.report.to_dict(), default=str, indent=2))
@@ -302,13 +306,13 @@ async def _sync_many(args: argparse.Namespace) -> int:
     try:
         accounts = load_accounts(args.accounts_file)
     except AccountsFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + "\n".join(map(printable, exc.problems)), file=sys.stderr)
         return 2
 
     def progress(outcome: RunOutcome) -> None:
         if not args.json:
             line = _report_line(outcome.report) if outcome.report else outcome.error
-            print(f"{outcome.account}: {outcome.status}: {line}", flush=True)
+            print(f"{outcome.account}: {outcome.status}: {printable(str(line))}", flush=True)
 
     outcomes = await sync_many(
         accounts,

@@ -23,8 +23,9 @@ in the file itself: it would sit in clear text wherever the file is copied.
 `hourly_limit` and `every_seconds` are read by `accounts import` (workers' schedule).
 
 A file named `*.csv` has a header row of the same keys, one account a row (empty cells
-are absent keys; no defaults). Every row is checked before any is used: all mistakes are
-reported at once, each with its line.
+are absent keys; no defaults); UTF-8, with or without the byte-order mark Excel writes.
+Every row is checked before any is used: all mistakes are reported at once, each with
+its line. The file must be a regular file of at most 64 MiB.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import attrs
 
 import invoicing_async as ia
 from invoicing_async._account_run import Credentials
+from invoicing_async._secrets import SecretError, read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,6 +51,12 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 __all__ = ["AccountConfig", "AccountsFileError", "load_accounts"]
 
+#: Far above 100,000 accounts (a CSV row is ~150 bytes); a file that never ends (a device,
+#: a FIFO) is refused, not read until memory runs out.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: hourly_limit, every_seconds: 1 to 2**31 - 1 (a PostgreSQL integer), in ASCII digits.
+_WHOLE = re.compile(r"[0-9]{1,10}")
+_MAX_WHOLE = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _KNOWN = frozenset(
     {
@@ -79,12 +87,14 @@ _SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
 class AccountsFileError(ia.InvoicingError):
     """The accounts file cannot be used; the message names the account and the key.
 
-    `problems`: one line per mistake, each naming its line in the file when known.
+    `problems`: one line per mistake, each naming its line in the file when known;
+    `in_rows`: whether they are mistakes of rows (else the file as a whole is unusable).
     """
 
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.problems: tuple[str, ...] = tuple(problems) or (message,)
+        self.in_rows = bool(problems)
 
 
 @attrs.frozen
@@ -174,9 +184,12 @@ def _where(path: Path, line: int) -> str:
 def _read_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """The file's accounts as (line, keys), defaults applied."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from exc
+        data = read_regular_file(str(path), "accounts file", MAX_FILE_BYTES)
+        text = data.decode("utf-8-sig")  # Excel's "CSV UTF-8" starts with a byte-order mark
+    except SecretError as exc:  # not a regular file (a FIFO, /dev/zero), too large
+        raise AccountsFileError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise AccountsFileError(f"cannot read accounts file {path}: {exc}") from None
     if path.suffix.lower() == ".csv":
         return _csv_rows(path, text)
     try:
@@ -228,14 +241,26 @@ def _account(raw: dict[str, Any], index: int, base: Path, line: int) -> AccountC
     unknown = sorted(raw.keys() - _KNOWN)
     if unknown:
         raise AccountsFileError(f"{label}: unknown keys {unknown}")
+    for key in sorted(raw):
+        # A username with a terminal escape or a newline would redraw the screen or
+        # forge a line wherever it is shown: refused where it is written.
+        if isinstance(raw[key], str) and not raw[key].isprintable():
+            raise AccountsFileError(
+                f"{label}: {key} holds a control character (a newline, a tab, a terminal "
+                "escape); write it without"
+            )
     if not isinstance(raw.get("base_url"), str):
         raise AccountsFileError(f"{label}: base_url is required")
     fmt = raw.get("format", "xml")
     if fmt not in ("xml", "json"):
         raise AccountsFileError(f"{label}: format must be 'xml' or 'json'")
     for key in ("hourly_limit", "every_seconds"):
-        if key in raw and not str(raw[key]).isdigit():
-            raise AccountsFileError(f"{label}: {key} must be a positive whole number")
+        # ASCII digits only: str.isdigit() passes "²", which int() then refuses.
+        text = str(raw.get(key, 1))
+        if not (_WHOLE.fullmatch(text) and 0 < int(text) <= _MAX_WHOLE):
+            raise AccountsFileError(
+                f"{label}: {key} must be a positive whole number (at most {_MAX_WHOLE})"
+            )
     db_dir = base / str(raw.get("db_dir", "."))
     db = base / str(raw["db"]) if "db" in raw else db_dir / f"{name}.sqlite3"
     ca = base / str(raw["ca_file"]) if raw.get("ca_file") else None

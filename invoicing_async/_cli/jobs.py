@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicing_async._cli.options import add_command, positive_int
 from invoicing_async._extras import install_hint
+from invoicing_async._logs import printable
 from invoicing_async._secrets import DEFAULT_ENV_PREFIX
 
 if TYPE_CHECKING:
@@ -129,8 +130,9 @@ def add_job_commands(commands: Any) -> None:
         type=Path,
         default=os.environ.get(ENV_SECRETS_DIR),
         metavar="DIR",
-        help="file: secrets must lie under this folder (symlinks resolved); without it, "
-        f"no file: secret is read (default: ${ENV_SECRETS_DIR})",
+        help="file: secrets must lie under this folder (symlinks resolved), which only "
+        "this user (or root) may write; without it, no file: secret is read "
+        f"(default: ${ENV_SECRETS_DIR})",
     )
     worker.add_argument(
         "--secret-env-prefix",
@@ -177,7 +179,7 @@ def add_job_commands(commands: Any) -> None:
 
 
 def _error(text: str) -> None:
-    print(f"error: {text}", file=sys.stderr)
+    print(f"error: {printable(text)}", file=sys.stderr)
 
 
 async def run_job_command(args: argparse.Namespace) -> int:
@@ -289,7 +291,8 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
     else:
         for x in accounts:
             due = x.due_at.isoformat(timespec="seconds") if x.due_at else "queued"
-            print(f"{x.name}\t{x.base_url}\t{x.format}\t{x.auth}\t{x.username}\tdue {due}")
+            fields = (x.name, x.base_url, x.format, x.auth, x.username, f"due {due}")
+            print("\t".join(map(printable, fields)))  # a tab or an escape in a field: escaped
     return 0
 
 
@@ -327,13 +330,16 @@ async def _import(path: Path, jobs: Jobs) -> int:
     try:
         load_accounts(path, check)
     except AccountsFileError as exc:
+        if not exc.in_rows:  # the file itself: unreadable, not a regular file, too large
+            _error(str(exc))
+            return 1
         problems = exc.problems
     else:
         problems = ()
     if problems:
         _error(f"{path}: {len(problems)} bad rows; nothing imported")
         for line in problems:
-            print(f"  {line}", file=sys.stderr)
+            print(f"  {printable(line)}", file=sys.stderr)
         return 1
     async with jobs.pool.connection() as conn:
         added, updated = await a.upsert_accounts(conn, rows)
@@ -376,10 +382,10 @@ async def _status(args: argparse.Namespace, jobs: Jobs) -> int:
                 last += f", {r.failures} failures in a row"
             if r.error:
                 last += f" ({r.error})"
-            print(f"{r.account}: {last}; due {due}")
+            print(printable(f"{r.account}: {last}; due {due}"))
     if not args.check:
         return 0
     found = problems(rows, overdue_margin=args.overdue_margin)
     for line in found:
-        print(f"check: {line}", file=sys.stderr)
+        print(f"check: {printable(line)}", file=sys.stderr)
     return 1 if found else 0

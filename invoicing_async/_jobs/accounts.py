@@ -116,6 +116,10 @@ def new_account(
         raise AccountError(f"account {name!r}: format must be 'xml' or 'json'")
     if not username:
         raise AccountError(f"account {name!r}: a username (or OAuth 1 consumer key) is needed")
+    if not all(text.isprintable() for text in (username, token or "")):
+        raise AccountError(
+            f"account {name!r}: the username and token must not hold control characters"
+        )
     if oauth1 and not (token and token_secret):
         raise AccountError(f"account {name!r}: OAuth 1 needs --token and --token-secret")
     if hourly_limit < 1 or every_seconds < 1:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MetricsServer", "RunMetrics", "health"]
 
+#: The longest request line or header a scrape may send, and how many headers.
+_MAX_LINE = 4096
+_MAX_HEADERS = 32
 _INSTALL = "worker --metrics-port needs the [metrics] extra: pip install -e '.[metrics]'"
 #: Run durations from a cached no-change run (well under a second) to a budget-sized sync.
 _DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
@@ -130,6 +133,7 @@ class MetricsServer:
         port: int = 9464,
         overdue_margin: float = 3600.0,
         query_timeout: float = 2.0,
+        connection_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.jobs = jobs
@@ -138,21 +142,51 @@ class MetricsServer:
         self.port = port
         self.overdue_margin = overdue_margin
         self.query_timeout = query_timeout
+        self.connection_timeout = connection_timeout
         self._clock = clock
-        app = web.Application()
+        app = web.Application(client_max_size=_MAX_LINE)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A scrape is one short GET: a longer line or header is refused (400), and a
+        # body nobody reads is drained for a second at most, then the connection closed.
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            max_line_size=_MAX_LINE,
+            max_field_size=_MAX_LINE,
+            max_headers=_MAX_HEADERS,
+            lingering_time=1.0,
+        )
+        self._reaper: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> MetricsServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
+        self._reaper = asyncio.create_task(self._close_old_connections())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         await self._runner.cleanup()
+
+    async def _close_old_connections(self) -> None:
+        """Close every connection `connection_timeout` seconds (at most 1.5 times that)
+        after it was first seen: a client that sends its request slowly, or never, holds
+        no socket for long (aiohttp waits for a request's headers without a deadline)."""
+        server = self._runner.server
+        assert server is not None  # set up in __aenter__
+        loop = asyncio.get_running_loop()
+        seen: dict[object, float] = {}
+        while True:
+            await asyncio.sleep(self.connection_timeout / 2)
+            now = loop.time()
+            seen = {handler: seen.get(handler, now) for handler in server.connections}
+            for handler in server.connections:
+                if now - seen[handler] >= self.connection_timeout:
+                    handler.force_close()
 
     async def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         async def run() -> list[tuple[Any, ...]]:

@@ -1,7 +1,6 @@
 """The jobs layer's tables: accounts and their runs (migrations in ``_jobs/sql/``).
 
-Version 2 of the single version table of releases before the migration runner is this
-component's version 1. Applied by ``invoicing-async db migrate`` (`Jobs.migrate`), with the
+Applied by ``invoicing-async db migrate`` (`Jobs.migrate`), with the
 store's and the budget's migrations.
 """
 
@@ -11,4 +10,4 @@ from invoicing_async._postgres.migrations import Component
 
 __all__ = ["SCHEMA"]
 
-SCHEMA = Component("jobs", "invoicing_async._jobs", legacy=((2, 1),))
+SCHEMA = Component("jobs", "invoicing_async._jobs")

@@ -65,10 +65,9 @@ class Model:
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def to_dict(self) -> dict[str, Any]:
-        """Every attribute as plain Python values (`Decimal`, `date` kept), `extra` included."""
-        from invoicing_async._models.converter import to_dict
-
-        return to_dict(self)
+        """Every attribute as plain Python values (`Decimal`, `date` kept), `extra` included;
+        nested models as dicts."""
+        return attrs.asdict(self)  # type: ignore[arg-type]
 
 
 @attrs.define(kw_only=True, repr=False)

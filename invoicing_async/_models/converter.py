@@ -1,8 +1,8 @@
-"""The one cattrs converter: wire trees -> attrs models, and models -> plain dicts.
+"""The one cattrs converter: wire trees -> attrs models, the one way a model is built.
 
 Structuring accepts a dict from either wire codec: keys underscored or hyphenated,
 scalars already typed (XML `type` attributes) or still strings/numbers (JSON). Unknown
-keys land in `extra`. The names come from `payloads`, which also writes wire trees.
+keys land in `extra`. The names come from the name table, `fields`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import cattrs
 
 from invoicing_async._models.base import Model
-from invoicing_async._models.payloads import field_specs, read_keys, snake_name
+from invoicing_async._models.fields import field_specs, read_keys, snake_name
 from invoicing_async._wire.scalars import (
     INT64_MAX,
     INT64_MIN,
@@ -31,7 +31,7 @@ from invoicing_async._wire.scalars import (
 )
 from invoicing_async.errors import DecodeError
 
-__all__ = ["check_plain", "converter", "structure", "to_dict"]
+__all__ = ["check_plain", "converter", "structure"]
 
 M = TypeVar("M", bound=Model)
 
@@ -45,6 +45,7 @@ converter = cattrs.Converter()
 # A C-level cache, safe across threads; refusals raise and are not cached.
 decimal_text = functools.lru_cache(maxsize=4096)(parse_decimal)
 datetime_text = functools.lru_cache(maxsize=4096)(parse_datetime)
+date_text = functools.lru_cache(maxsize=4096)(parse_date)
 
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
@@ -115,7 +116,7 @@ def _date(value: Any, _: Any) -> dt.date | None:
     if cls is dt.date:
         return typing.cast(dt.date, value)
     if cls is str:
-        return parse_date(value) if value.strip() else None
+        return date_text(value) if value.strip() else None
     if cls is dt.datetime:
         return typing.cast(dt.datetime, value).date()
     raise DecodeError(f"expected a date, got {_kind(value)}")
@@ -174,14 +175,20 @@ def check_plain(value: Any, depth: int = 1) -> None:
 
 
 # What a field's value is, so the hot loop takes the common cases without a call.
-_OTHER, _TEXT, _INT, _LIST, _DECIMAL, _DATETIME = range(6)
-_KINDS = {str: _TEXT, int: _INT, Decimal: _DECIMAL, dt.datetime: _DATETIME}
+_OTHER, _TEXT, _INT, _LIST = range(4)
+_KINDS = {str: _TEXT, int: _INT}
+# JSON sends amounts, dates and times as text: parsed once each, by these cached functions.
+_TEXTS: dict[Any, Callable[[str], Any]] = {
+    Decimal: decimal_text,
+    dt.datetime: datetime_text,
+    dt.date: date_text,
+}
 
 
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
 def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
-    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int]] = {}
+    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int, Any]] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
             item_hook = converter.get_structure_hook(spec.item_model)
@@ -190,7 +197,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
         else:
             fn = converter.get_structure_hook(spec.base_type)
             kind = _KINDS.get(spec.base_type, _OTHER)
-        entry = (spec.name, fn, spec.base_type, kind)
+        entry = (spec.name, fn, spec.base_type, kind, _TEXTS.get(spec.base_type))
         for key in read_keys(spec):
             table[key] = entry
     cls_name = cls.__name__
@@ -206,6 +213,8 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             if entry is None:
                 if extra is None:
                     extra = {}
+                if not text_ok(key):  # a field name no store can keep either
+                    raise DecodeError(f"{cls_name}: a field name {_LONE_SURROGATE}")
                 if value.__class__ is not int:
                     try:
                         check_plain(value)
@@ -213,7 +222,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                         raise DecodeError(f"{cls_name}.{snake_name(key)}: {exc}") from None
                 extra[snake_name(key)] = value
                 continue
-            name, hook, tp, kind = entry
+            name, hook, tp, kind, parse = entry
             if value is None:
                 if kind == _LIST:
                     kwargs[name] = []
@@ -231,9 +240,9 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                 else:
                     kwargs[name] = value
                     continue
-            elif kind == _DECIMAL and value.__class__ is str and value[:1].isdigit():
-                try:  # JSON's amounts are text: parsed once each (`decimal_text`)
-                    kwargs[name] = decimal_text(value)
+            elif parse is not None and value.__class__ is str and value[:1].isdigit():
+                try:
+                    kwargs[name] = parse(value)
                     continue
                 except DecodeError:
                     pass  # `hook` says what is wrong, named below
@@ -270,13 +279,4 @@ converter.register_structure_hook_factory(_is_model, _make_model_hook)
 def structure(data: Any, cls: type[M]) -> M:
     """A model from a decoded wire tree; any mismatch is a `DecodeError` naming the field."""
     result: M = converter.structure(data, cls)
-    return result
-
-
-# -- plain dicts ---------------------------------------------------------------------------
-
-
-def to_dict(model: Model) -> dict[str, Any]:
-    """Plain Python values, nested models as dicts; handy for rows and DataFrames."""
-    result: dict[str, Any] = converter.unstructure(model)
     return result

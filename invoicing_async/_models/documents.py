@@ -1,31 +1,22 @@
 """Whole documents read back: response bodies of either format -> models.
 
-Names, roots and every body written live in `payloads`; the writers are re-exported
-here for the modules that read and write whole documents (the fake service, the store).
+Names, roots and every body the client writes live in `payloads`; `dump_model` is
+re-exported here for the modules that read and write whole documents (the store).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from invoicing_async._models.base import Model
 from invoicing_async._models.converter import structure
-from invoicing_async._models.payloads import (
-    ROOTS,
-    Format,
-    dump_field_errors,
-    dump_list,
-    dump_model,
-    dump_sync_entries,
-    snake_name,
-    unwrap_root,
-)
+from invoicing_async._models.fields import snake_name
+from invoicing_async._models.payloads import ROOTS, Format, dump_model, unwrap_root
 from invoicing_async._models.session import SyncRevisions
-from invoicing_async._models.strict_json import load_closed, member_tree, structure_member
-from invoicing_async._wire.json import decode_json, iter_json_array
+from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs
 from invoicing_async._wire.scalars import check_int_range, is_ascii_integer
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
@@ -35,10 +26,7 @@ from invoicing_async.errors import DecodeError, FieldError
 __all__ = [
     "Format",
     "MemberError",
-    "dump_field_errors",
-    "dump_list",
     "dump_model",
-    "dump_sync_entries",
     "each_member",
     "each_model_batch",
     "load_field_errors",
@@ -54,22 +42,12 @@ __all__ = [
 M = TypeVar("M", bound=Model)
 
 
-class Structure(Protocol):
-    """`structure` or `structure_member`: a model from a decoded object."""
-
-    def __call__(self, data: Any, cls: type[M], /) -> M: ...
-
-
-def _decode(body: bytes, fmt: Format) -> tuple[str | None, Any, Structure]:
-    """(root in snake_case or None when bare, content, the reader of its objects) of a
-    response body: JSON that `member_tree` reads (in C) is read by `structure_member`."""
+def _decode(body: bytes, fmt: Format) -> tuple[str | None, Any]:
+    """(root in snake_case or None when bare, content) of a response body."""
     if fmt == "xml":
         root, value = decode_xml(body)
-        return snake_name(root), value, structure
-    tree = member_tree(body)
-    if tree is None:
-        return (*unwrap_root(decode_json(body)), structure)
-    return (*unwrap_root(tree), structure_member)
+        return snake_name(root), value
+    return unwrap_root(decode_json(body))
 
 
 def load_model(body: bytes, fmt: Format, cls: type[M]) -> M:
@@ -77,15 +55,11 @@ def load_model(body: bytes, fmt: Format, cls: type[M]) -> M:
 
     A bare JSON object (no root) is read as `cls`.
     """
-    if fmt == "json":
-        model = load_closed(body, cls)
-        if model is not None:
-            return model
     expected = ROOTS[cls][0]
-    root, value, read = _decode(body, fmt)
+    root, value = _decode(body, fmt)
     if root is not None and root != expected:
         raise DecodeError(f"expected a {expected!r} document, got {root!r}")
-    return _structure_document(root, value, cls, read)
+    return _structure_document(root, value, cls)
 
 
 def load_one_of(body: bytes, fmt: Format, classes: Sequence[type[Model]]) -> Model | None:
@@ -97,51 +71,41 @@ def load_one_of(body: bytes, fmt: Format, classes: Sequence[type[Model]]) -> Mod
     """
     if not body.strip():
         return None
-    root, value, read = _decode(body, fmt)
+    root, value = _decode(body, fmt)
     if root is None and isinstance(value, dict):
         return None
     for cls in classes:
         if root == ROOTS[cls][0]:
-            return _structure_document(root, value, cls, read)
+            return _structure_document(root, value, cls)
     names = " or ".join(repr(ROOTS[cls][0]) for cls in classes)
     got = repr(root) if root is not None else type(value).__name__
     raise DecodeError(f"expected a {names} document, got {got}")
 
 
-def _structure_document(root: str | None, value: Any, cls: type[M], read: Structure) -> M:
+def _structure_document(root: str | None, value: Any, cls: type[M]) -> M:
     if root is None and not isinstance(value, dict):
         raise DecodeError(f"expected a {ROOTS[cls][0]!r} object, got {type(value).__name__}")
     if value == "":
         value = {}  # <invoice/>: an element without attributes
-    return read(value, cls)
+    return structure(value, cls)
 
 
-def _members(body: bytes, fmt: Format, single: str, many: str) -> list[Any]:
-    root, value, _ = _decode(body, fmt)
+def _members(body: bytes, single: str, many: str) -> list[Any]:
+    """The members of a JSON list that is not a bare array (`{"invoices": […]}`)."""
+    root, value = _decode(body, "json")
     if root is not None and root not in (many, single):
         raise DecodeError(f"expected a {many!r} list, got {root!r}")
-    if fmt == "xml" and root == single:
-        raise DecodeError(f"expected a {many!r} list, got one {single!r}")
     if value == "":
-        return []  # <invoices/> without type="array"
+        return []
     if isinstance(value, dict):
-        # <invoices><invoice>…</invoice></invoices> without type="array": Rails-style
-        # repetition. One key holding the member(s).
+        # One key holding the member(s), as Rails repeats them without an array.
         if len(value) != 1:
             raise DecodeError(f"expected a {many!r} list, got an object")
         (inner,) = value.values()
         value = inner if isinstance(inner, list) else [inner]
     if not isinstance(value, list):
         raise DecodeError(f"expected a {many!r} list, got {type(value).__name__}")
-    if fmt == "json":
-        return [unwrap_member(m, single) for m in value]
-    return [{} if m == "" else m for m in value]
-
-
-# A list body larger than this is read member by member, each handed on as it is read:
-# the parse tree of the whole list never exists, which keeps memory down and spares the
-# collector (a full collection over a 10,000-invoice tree held every thread 130 ms).
-_STREAM_BYTES = 256 * 1024
+    return [unwrap_member(m, single) for m in value]
 
 
 #: A list reply may hold at most this many members, plus one per `BYTES_PER_MEMBER` bytes
@@ -175,24 +139,24 @@ def each_member(
             )
         take(member)
 
-    if len(body) > _STREAM_BYTES:
-        if fmt == "xml":
+    if fmt == "json" and body.lstrip(b" \t\n\r")[:1] == b"[":
+        # Split in C, then each member read on its own: the decoding thread lets the
+        # event loop's thread in between, and no tree of the whole list exists.
+        for raw in iter_members(body):
+            counted(unwrap_member(decode_json(raw), single))
+        return
+    if fmt == "xml":
 
-            def check_root(name: str) -> None:
-                root = snake_name(name)
-                if root == single:
-                    raise DecodeError(f"expected a {many!r} list, got one {single!r}")
-                if root != many:
-                    raise DecodeError(f"expected a {many!r} list, got {root!r}")
+        def check_root(name: str) -> None:
+            root = snake_name(name)
+            if root == single:
+                raise DecodeError(f"expected a {many!r} list, got one {single!r}")
+            if root != many:
+                raise DecodeError(f"expected a {many!r} list, got {root!r}")
 
-            decode_xml_members(body, lambda m: counted({} if m == "" else m), check_root)
-            return
-        members = iter_json_array(body)
-        if members is not None:
-            for member in members:
-                counted(unwrap_member(member, single))
-            return
-    for member in _members(body, fmt, single, many):
+        decode_xml_members(body, lambda m: counted({} if m == "" else m), check_root)
+        return
+    for member in _members(body, single, many):
         counted(member)
 
 
@@ -255,8 +219,9 @@ def member_id(member: Any) -> int | None:
 def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     """The sync list as a compact {id: revision} (the highest if an id is listed twice).
 
-    Streamed: each member goes into two integer arrays as it is read, so a list of a
-    million invoices never exists as a million objects.
+    The usual shape goes straight into two integer arrays, a piece at a time, so a list
+    of a million invoices never exists as a million objects; any other shape is read
+    whole and judged member by member.
     """
     if fmt == "xml":
         fast = read_sync_pairs(body)
@@ -272,31 +237,15 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     pairs = read_json_sync_pairs(body)
     if pairs is not None:  # the usual shape, checked in C
         return SyncRevisions.from_arrays(*pairs)
-    revisions = SyncRevisions()
-
-    def add(member: Any) -> None:
-        revisions.add(*_sync_member(member))
-
-    def hook(obj: dict[str, Any]) -> Any:
-        if "revision" in obj and "id" in obj:
-            add(obj)
-            return _TAKEN
-        if len(obj) == 1 and next(iter(obj.values())) is _TAKEN:
-            return _TAKEN  # {"invoice": {…}} whose content is already in the dict
-        return obj
-
-    json_root, value = unwrap_root(decode_json(body, object_hook=hook))
+    json_root, value = unwrap_root(decode_json(body))
     if json_root not in (None, "invoices", "invoice"):
         raise DecodeError(f"expected a 'invoices' list, got {json_root!r}")
     if not isinstance(value, list):
         raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
+    revisions = SyncRevisions()
     for member in value:
-        if member is not _TAKEN:
-            _sync_member(unwrap_member(member, "invoice"))  # raises, naming what is missing
+        revisions.add(*_sync_member(unwrap_member(member, "invoice")))
     return revisions
-
-
-_TAKEN = object()
 
 
 def _check_sync_root(root: str) -> None:

@@ -4,23 +4,20 @@ The one module that knows how a name travels: each attribute's names per format
 (`total_price` in JSON, `total-price` in XML; `details_attributes` in requests), the
 Rails root names, the rule that unwraps a JSON root, and every request payload (model
 bodies, update change sets, send and reminder, advanced filters, sync-fetch ids). Resources
-build no names themselves. The documents the service writes (lists, sync lists, 422
-errors) are here too, for the fake service and the store.
+build no names themselves. The documents only the service writes (lists, sync lists, 422
+errors) are the fake's: `invoicing_async.testing`.
 """
 
 from __future__ import annotations
 
-import types
-import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-import attrs
-
-from invoicing_async._models.base import READ_ONLY, REQUEST_NAME, WIRE_NAME, Model
+from invoicing_async._models.base import Model
+from invoicing_async._models.fields import Format, field_specs, snake_name, wire_key
 from invoicing_async._models.invoice import Invoice, InvoiceDetail, InvoicePayment
 from invoicing_async._models.recurring import RecurringTemplate, RecurringTemplateDetail
-from invoicing_async._models.session import CurrentSession, SyncEntry
+from invoicing_async._models.session import CurrentSession
 from invoicing_async._wire.json import encode_json
 from invoicing_async._wire.outgoing import problems
 from invoicing_async._wire.xml import PlainList, encode_xml
@@ -28,46 +25,23 @@ from invoicing_async.errors import FieldError, ValidationError
 
 __all__ = [
     "ROOTS",
-    "FieldSpec",
     "Format",
     "Mode",
     "changes_to_wire",
     "dump_changes",
-    "dump_field_errors",
     "dump_filter",
-    "dump_list",
     "dump_model",
     "dump_send",
-    "dump_sync_entries",
     "dump_sync_fetch_ids",
-    "field_specs",
-    "read_keys",
     "root_name",
-    "snake_name",
     "to_wire",
     "unwrap_root",
-    "wire_key",
 ]
 
-Format = Literal["xml", "json"]
 Mode = Literal["request", "document"]
 
 
 # -- names ---------------------------------------------------------------------------------
-
-
-def wire_key(name: str, fmt: Format) -> str:
-    """`total_price` -> `total-price` in XML; `_destroy` keeps its leading underscore."""
-    if fmt == "json" or "_" not in name:
-        return name
-    if name.startswith("_"):
-        return "_" + name[1:].replace("_", "-")
-    return name.replace("_", "-")
-
-
-def snake_name(name: str) -> str:
-    """A name as received (`total-price` or `total_price`) in the snake_case of `ROOTS`."""
-    return name.replace("-", "_")
 
 
 # (single root, list root) in snake_case.
@@ -101,71 +75,6 @@ def unwrap_root(value: Any) -> tuple[str | None, Any]:
         if isinstance(inner, (dict, list)) or root in _ROOT_NAMES:
             return root, inner
     return None, value
-
-
-# -- the field table ------------------------------------------------------------------------
-
-
-@attrs.frozen
-class FieldSpec:
-    """How one attribute travels: its names per mode, and its item model."""
-
-    name: str
-    wire: str  # snake_case name in documents
-    request: str  # snake_case name in request bodies
-    read_only: bool
-    base_type: Any
-    item_model: type[Model] | None  # set for list[Model] collections
-
-
-def read_keys(spec: FieldSpec) -> frozenset[str]:
-    """Every key a document may hold this attribute under: its names in each mode, with
-    underscores or hyphens (the converter reads them all)."""
-    names = {spec.name, spec.wire, spec.request}
-    return frozenset(names | {wire_key(name, "xml") for name in names})
-
-
-def _strip_optional(tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-_SPECS: dict[type[Model], tuple[FieldSpec, ...]] = {}
-
-
-def field_specs(cls: type[Model]) -> tuple[FieldSpec, ...]:
-    """The wire description of each attribute of `cls` except `extra` (computed once)."""
-    cached = _SPECS.get(cls)
-    if cached is not None:
-        return cached
-    attrs_cls: Any = cls
-    attrs.resolve_types(attrs_cls)
-    specs = []
-    for f in attrs.fields(attrs_cls):
-        if f.name == "extra":
-            continue
-        base = _strip_optional(f.type)
-        item_model = None
-        if typing.get_origin(base) is list:
-            (item,) = typing.get_args(base)
-            item_model = item
-        wire = f.metadata.get(WIRE_NAME, f.name)
-        specs.append(
-            FieldSpec(
-                name=f.name,
-                wire=wire,
-                request=f.metadata.get(REQUEST_NAME, wire),
-                read_only=f.metadata.get(READ_ONLY, False),
-                base_type=base,
-                item_model=item_model,
-            )
-        )
-    _SPECS[cls] = result = tuple(specs)
-    return result
 
 
 # -- models as wire trees -------------------------------------------------------------------
@@ -263,11 +172,6 @@ def _request(root: str, data: Mapping[str, Any], fmt: Format) -> bytes:
     return _wrapped(root, data, fmt)
 
 
-def _bare_json_list(items: list[Any]) -> bytes:
-    """A JSON list document: no root around the list, each member wrapped in its own."""
-    return encode_json(None, items)
-
-
 def dump_model(model: Model, fmt: Format, *, mode: Mode = "request") -> bytes:
     """A create or payment body (or, with `mode="document"`, the service's document)."""
     data = to_wire(model, fmt=fmt, mode=mode)
@@ -298,28 +202,3 @@ def dump_sync_fetch_ids(ids: Sequence[int], fmt: Format) -> bytes:
     if fmt == "xml":
         return _wrapped("invoices", {"ids": PlainList("id", [str(i) for i in ids])}, fmt)
     return _wrapped("invoices", {"ids": list(ids)}, fmt)
-
-
-def dump_list(models: Sequence[Model], fmt: Format, cls: type[Model]) -> bytes:
-    """A list document as the service writes it (used by the fake service)."""
-    single, many = ROOTS[cls]
-    items = [to_wire(m, fmt=fmt, mode="document") for m in models]
-    if fmt == "xml":
-        return _wrapped(many, items, fmt)
-    return _bare_json_list([{single: item} for item in items])
-
-
-def dump_sync_entries(entries: Iterable[SyncEntry], fmt: Format) -> bytes:
-    """The sync list as the service writes it (used by the fake service)."""
-    items = [{"id": e.id, "revision": e.revision} for e in entries]
-    if fmt == "xml":
-        return _wrapped("invoices", items, fmt)
-    return _bare_json_list([{"invoice": item} for item in items])
-
-
-def dump_field_errors(errors: Sequence[FieldError], fmt: Format) -> bytes:
-    """A 422 body in the service's current shape (used by the fake service)."""
-    if fmt == "xml":
-        members = [{"attribute": e.attribute, "message": e.message} for e in errors]
-        return encode_xml("errors", PlainList("error", members))
-    return _bare_json_list([[e.attribute, e.message] for e in errors])

@@ -4,10 +4,10 @@ store indexes, and the model, built only when someone asks for it.
 A sync-fetch reply is read one way per format, each member judged on its own: one that
 cannot be read (a bad value, an id past 64 bits, a member under another root) is set
 aside with its id and field, and its neighbours are kept. In JSON, the members are split
-without reading their values; each is checked in C against the models' strict structs
-(`strict_json`) and kept as the bytes the service sent, and one the check is not sure of
-is read by the converter. XML members are read into models (the check is the converter
-itself) and each tree is written once as JSON.
+without reading their values; each is decoded once, straight into the invoice's strict
+struct (`strict_json`), and kept as the bytes the service sent; one the check is not
+sure of is read by the converter. XML members are read into models (the check is the
+converter itself) and each tree is written once as JSON.
 """
 
 from __future__ import annotations
@@ -26,13 +26,10 @@ from invoicing_async._models.documents import (
     member_id,
     unwrap_member,
 )
+from invoicing_async._models.fields import snake_name
 from invoicing_async._models.invoice import Invoice
-from invoicing_async._models.payloads import snake_name, unwrap_root
-from invoicing_async._models.strict_json import (
-    checked_invoice,
-    invoice_columns,
-    structure_member,
-)
+from invoicing_async._models.payloads import unwrap_root
+from invoicing_async._models.strict_json import checked_invoice, invoice_columns
 from invoicing_async._wire.json import decode_json, encode_document, split_members
 from invoicing_async._wire.xml import BadMember, decode_xml_members
 from invoicing_async.errors import DecodeError
@@ -48,8 +45,7 @@ class InvoiceDocument:
     `model()`.
 
     The document is known to read: it was checked, or read into that model, before this
-    object was made. `model()` builds the `Invoice` on first use, from the content the
-    check already parsed when there is one (a member is parsed once, whoever asks).
+    object was made. `model()` reads the `Invoice` from it on first use.
     """
 
     # In the order of `strict_json.Columns`.
@@ -60,9 +56,6 @@ class InvoiceDocument:
     contact_id: int | None
     document: bytes = attrs.field(repr=False)
     _model: Invoice | None = attrs.field(default=None, repr=False, eq=False, alias="model")
-    _content: dict[str, Any] | None = attrs.field(
-        default=None, repr=False, eq=False, alias="content"
-    )
 
     @classmethod
     def of(cls, invoice: Invoice, document: bytes | None = None) -> InvoiceDocument:
@@ -75,11 +68,7 @@ class InvoiceDocument:
     def model(self) -> Invoice:
         """The invoice as a model (decoded once, then kept)."""
         if self._model is None:
-            if self._content is not None:
-                self._model = structure_member(self._content, Invoice)
-                self._content = None
-            else:
-                self._model = load_model(self.document, "json", Invoice)
+            self._model = load_model(self.document, "json", Invoice)
         return self._model
 
 
@@ -100,10 +89,9 @@ def load_invoice_documents(
 
 def _json_member(raw: bytes) -> InvoiceDocument | MemberError:
     """One JSON member: checked in C, or else read by the converter."""
-    checked = checked_invoice(raw)
-    if checked is not None:
-        columns, content = checked
-        return InvoiceDocument(*columns, document=raw, content=content)
+    columns = checked_invoice(raw)
+    if columns is not None:
+        return InvoiceDocument(*columns, document=raw)
     try:
         tree = decode_json(raw)
     except DecodeError as exc:

@@ -12,19 +12,12 @@ from typing import Final
 
 import attrs
 
-__all__ = ["ACCOUNT_RUN", "BUDGET_KEY", "MIGRATIONS", "RETIRED", "KeyedLock"]
+__all__ = ["ACCOUNT_RUN", "BUDGET_KEY", "MIGRATIONS", "KeyedLock"]
 
 MIGRATIONS: Final = 7305841960129
 """Transaction-scoped, while any component's schema is migrated (`migrations.apply`) and
 while procrastinate's schema is installed: processes starting at once apply each
-migration exactly once, the others wait and find it done. The key of the store's
-migrations before there was a runner, so old and new code migrating at once queue too."""
-
-#: Keys older releases took, never to be reused for something else.
-RETIRED: Final = {
-    7305841960128: "the budget's schema, applied by the budget store itself (now MIGRATIONS)",
-    7305841960130: "installing procrastinate's schema (now MIGRATIONS)",
-}
+migration exactly once, the others wait and find it done."""
 
 
 @attrs.frozen

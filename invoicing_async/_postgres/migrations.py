@@ -7,10 +7,6 @@ registry's `locks.MIGRATIONS` lock in one transaction, so processes that start a
 apply each migration exactly once (the others wait, then find it done). A database whose
 version of a component is newer than this package's is refused before anything is
 written to it.
-
-Databases made before the runner kept one version in ``invoicing_schema`` for the store
-and the jobs together; a component maps those versions to its own (`Component.legacy`),
-and the runner records them the first time it migrates such a database.
 """
 
 from __future__ import annotations
@@ -37,8 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["Component", "Migration", "apply", "check", "migrate", "read_versions"]
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
-#: Versions below this in ``invoicing_schema`` are those of releases before the runner.
-_SUPERSEDED = 1000
 
 
 @attrs.frozen
@@ -55,14 +49,12 @@ class Migration:
 class Component:
     """A part of the package with tables of its own, and its migrations' package.
 
-    `legacy`: (version in ``invoicing_schema``, this component's version it stands for)
-    pairs, for databases made before the runner. `sign`: a table of this component that,
-    found without any version table, means the tables are not ours.
+    `sign`: a table of this component that, found without the version table, means the
+    tables are not ours.
     """
 
     name: str
     package: str
-    legacy: tuple[tuple[int, int], ...] = ()
     sign: str | None = None
 
     @property
@@ -73,10 +65,6 @@ class Component:
     @property
     def latest(self) -> int:
         return len(self.migrations)
-
-    def from_legacy(self, legacy_version: int) -> int:
-        """This component's version in a database at `legacy_version` of the old table."""
-        return max((new for old, new in self.legacy if old <= legacy_version), default=0)
 
 
 @functools.cache
@@ -119,22 +107,14 @@ async def read_versions(conn: Conn, components: Sequence[Component], where: str)
     tables without any version table (not ours, or damaged).
     """
     signs = [c.sign for c in components if c.sign]
-    tables = await _tables(conn, ["invoicing_migrations", "invoicing_schema", *signs])
-    legacy = 0
-    if "invoicing_schema" in tables:
-        cursor = await conn.execute(
-            "SELECT coalesce(max(version), 0) FROM invoicing_schema WHERE version < %s",
-            (_SUPERSEDED,),
-        )
-        row = await cursor.fetchone()
-        legacy = int(row[0]) if row else 0
+    tables = await _tables(conn, ["invoicing_migrations", *signs])
     recorded: dict[str, int] = {}
     if "invoicing_migrations" in tables:
         cursor = await conn.execute(
             "SELECT component, max(version) FROM invoicing_migrations GROUP BY component"
         )
         recorded = {str(c): int(v) for c, v in await cursor.fetchall()}
-    elif "invoicing_schema" not in tables:
+    else:
         for component in components:
             if component.sign in tables:
                 raise StoreError(
@@ -142,7 +122,7 @@ async def read_versions(conn: Conn, components: Sequence[Component], where: str)
                     "table: it was not made by invoicing-async; use another database or "
                     "schema (the tables were not changed)"
                 )
-    versions = {c.name: recorded.get(c.name) or c.from_legacy(legacy) for c in components}
+    versions = {c.name: recorded.get(c.name, 0) for c in components}
     for component in components:
         if versions[component.name] > component.latest:
             raise StoreError(
@@ -186,13 +166,12 @@ async def apply(conn: Conn, components: Sequence[Component], where: str) -> list
             for migration in component.migrations:
                 if migration.version > versions[component.name]:
                     await conn.execute(migration.sql)
+                    await conn.execute(
+                        "INSERT INTO invoicing_migrations (component, version, name)"
+                        " VALUES (%s, %s, %s)",
+                        (component.name, migration.version, migration.name),
+                    )
                     applied.append(migration)
-                # Also records those an older release applied (the legacy versions).
-                await conn.execute(
-                    "INSERT INTO invoicing_migrations (component, version, name)"
-                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                    (component.name, migration.version, migration.name),
-                )
     return applied
 
 

@@ -7,13 +7,12 @@ its framework and the receiver's framework-free checks.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
+import attrs
 from aiohttp import web
 
-from invoicing_async._push.receiver import PushReceiver, PushResponse
-
-__all__ = ["PushASGIApp", "aiohttp_routes"]
+__all__ = ["PushASGIApp", "PushResponse", "aiohttp_routes"]
 
 SECRET_HEADER = "X-Push-Secret"
 
@@ -23,7 +22,28 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
-def aiohttp_routes(receiver: PushReceiver, prefix: str = "/push") -> list[web.RouteDef]:
+@attrs.frozen
+class PushResponse:
+    """What to answer a push: the status and a one-line text body."""
+
+    status: int
+    text: str
+
+
+class PushChecks(Protocol):
+    """What an adapter needs of the receiver: its framework-free checks (`PushReceiver`)."""
+
+    async def receive(
+        self,
+        *,
+        secrets_given: tuple[str | None, ...],
+        content_type: str | None,
+        content_length: int | None,
+        read: Callable[[int], Awaitable[bytes]],
+    ) -> PushResponse: ...
+
+
+def aiohttp_routes(receiver: PushChecks, prefix: str = "/push") -> list[web.RouteDef]:
     """`POST {prefix}/{secret}` and `POST {prefix}` (secret in the header)."""
 
     async def handle(request: web.Request) -> web.Response:
@@ -60,7 +80,7 @@ class PushASGIApp:
     Mount it under a prefix: ``app.mount("/push", receiver.asgi())``.
     """
 
-    def __init__(self, receiver: PushReceiver) -> None:
+    def __init__(self, receiver: PushChecks) -> None:
         self.receiver = receiver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

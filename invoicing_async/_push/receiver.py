@@ -15,16 +15,13 @@ import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-import attrs
+from aiohttp import web
 
+from invoicing_async._push.adapters import PushASGIApp, PushResponse, aiohttp_routes
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.report import SyncReport
-
-if TYPE_CHECKING:
-    from aiohttp import web
 
 __all__ = ["PushReceiver", "PushResponse", "follow_pushes"]
 
@@ -35,14 +32,6 @@ FORM = "application/x-www-form-urlencoded"
 # service sends. 18 digits keep every id below 2**63.
 _INVOICE_ID = re.compile(r"[0-9]{1,18}")
 _STATE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-@attrs.frozen
-class PushResponse:
-    """What to answer a push: the status and a one-line text body."""
-
-    status: int
-    text: str
 
 
 _OK = PushResponse(200, "ok\n")
@@ -156,14 +145,10 @@ class PushReceiver:
 
     def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
         """aiohttp routes: `POST {prefix}/{secret}`, and `POST {prefix}` with the header."""
-        from invoicing_async._push.adapters import aiohttp_routes
-
         return aiohttp_routes(self, prefix)
 
     def asgi(self) -> Callable[..., Awaitable[None]]:
         """A plain ASGI app to mount in Starlette or FastAPI (`app.mount("/push", …)`)."""
-        from invoicing_async._push.adapters import PushASGIApp
-
         return PushASGIApp(self)
 
     # -- handing ids to the engine -----------------------------------------------------

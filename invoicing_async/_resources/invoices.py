@@ -40,6 +40,8 @@ from invoicing_async.models import Invoice, InvoicePayment, SyncEntry, SyncRevis
 __all__ = ["SYNC_FETCH_LIMIT", "FetchedBatch", "InvoicesResource"]
 
 SYNC_FETCH_LIMIT = 100
+# A reply may hold members nobody asked for (they are ignored), but not without bound.
+_REPLY_LIMIT = 2 * SYNC_FETCH_LIMIT
 
 
 @attrs.frozen
@@ -244,8 +246,8 @@ class InvoicesResource(Resource):
         """One sync-fetch request for at most 100 ids as the sync engine reads it:
         documents for a store (no model is built until one is asked for), the members
         that could not be read, and the server's time of the reply (the engine needs to
-        know when the invoices were read). A reply of more members than ids asked for
-        is refused before anything is built."""
+        know when the invoices were read). A reply of more than twice as many members
+        as ids may be asked for is refused before anything is built."""
         if len(ids) > SYNC_FETCH_LIMIT:
             raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
         if not ids:
@@ -254,7 +256,7 @@ class InvoicesResource(Resource):
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
         documents, unreadable = await decode_off_loop(
-            functools.partial(load_invoice_documents, limit=SYNC_FETCH_LIMIT),
+            functools.partial(load_invoice_documents, limit=_REPLY_LIMIT),
             response.body,
             self._fmt,
         )

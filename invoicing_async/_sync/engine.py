@@ -9,15 +9,12 @@ import time
 from collections.abc import Callable, Iterator
 
 from invoicing_async import _telemetry
-from invoicing_async._sync.fetching import FetchRun, sleep_for_budget
-from invoicing_async._sync.plan import SyncPlan, plan_sync
+from invoicing_async._sync.fetching import Fetched, FetchPhase, SyncSettings
+from invoicing_async._sync.plan import SyncPlan
 from invoicing_async._sync.progress import ProgressBar
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
-from invoicing_async._sync.store import PendingEntry, Store
-from invoicing_async.errors import (
-    RateLimitExceeded,
-)
+from invoicing_async._sync.store import BatchResult, PendingEntry, Store
 
 __all__ = ["SyncEngine"]
 
@@ -30,6 +27,8 @@ class SyncEngine:
     A run lists once, diffs against the store, and fetches new and changed invoices in
     batches of 100, `concurrency` at a time; each batch is committed in one transaction.
     A run with N changed invoices costs 1 + ceil(N / 100) requests when nothing fails.
+    The one place where a sync run is assembled: plan, deletions, the fetch phase
+    (`fetch_phase`, which other consumers iterate too) and the pending plan.
 
     `progress=True` draws a `tqdm.auto` bar of each run (a widget in a notebook, text on
     a terminal's stderr): invoices fetched, requests spent and the budget left, as the
@@ -63,21 +62,23 @@ class SyncEngine:
         with_options = getattr(client, "with_options", None)
         self.client: SyncClient = with_options(background=True) if with_options else client
         self.store = store
-        self.concurrency = concurrency
-        self.max_attempts = max_attempts
-        self.max_batch_failures = max_batch_failures
-        self.max_delete_share = max_delete_share
-        self.force_deletions = force_deletions
-        self.quarantine_for = quarantine_for
-        self.wait_for_budget = wait_for_budget
+        self.settings = SyncSettings(
+            concurrency=concurrency,
+            max_attempts=max_attempts,
+            max_batch_failures=max_batch_failures,
+            max_delete_share=max_delete_share,
+            force_deletions=force_deletions,
+            quarantine_for=quarantine_for,
+            wait_for_budget=wait_for_budget,
+            recheck_within=recheck_within,
+            clock=clock,
+        )
         self.dry_run = dry_run
         self._bar = ProgressBar("sync") if progress else None
         if self._bar is not None:
             on_progress = _both(on_progress, self._bar.update)
         self.on_progress = on_progress
         self.on_batch = on_batch
-        self.recheck_within = recheck_within
-        self.clock = clock
 
     @contextlib.contextmanager
     def _drawing(self) -> Iterator[None]:
@@ -91,36 +92,16 @@ class SyncEngine:
     async def plan(self) -> tuple[SyncPlan, int]:
         """List and diff, without fetching or writing: (plan, requests spent)."""
         before = self.client.requests_sent
-        while True:
-            try:
-                listed = await self.client.invoices.sync_revisions()
-                break
-            except RateLimitExceeded as exc:
-                if not self.wait_for_budget:
-                    raise
-                await sleep_for_budget(exc)
-        plan = plan_sync(
-            listed,
-            await self.store.revisions(),
-            await self.store.pending(),
-            max_delete_share=self.max_delete_share,
-            force_deletions=self.force_deletions,
-            now=self.clock(),
-            quarantine_for=self.quarantine_for,
-        )
+        stored, pending = await self.store.revisions(), await self.store.pending()
+        plan = await self.settings.plan(self.client, stored, pending)
         return plan, self.client.requests_sent - before
 
-    def read_too_early(self, revision: int | None, server_time: float | None) -> bool:
-        """True when the invoice was read within its revision's own second, so a later
-        change in that second would keep the same revision: it must be read again.
-
-        By the reply's `Date` when the server sent one; else within `recheck_within`
-        seconds of our own clock (which may differ from the server's).
-        """
-        read = revision or 0
-        if server_time is not None:
-            return read >= int(server_time)
-        return abs(self.clock() - read) <= self.recheck_within
+    def fetch_phase(
+        self, plan: SyncPlan, report: SyncReport, *, max_attempts: int | None = None
+    ) -> FetchPhase:
+        """The fetch phase of `plan` with this engine's client and settings: an async
+        iterator of checked batches, each to be written before the next is handed out."""
+        return FetchPhase(self.client, plan, report, self.settings, max_attempts=max_attempts)
 
     async def _budget_available(self) -> int:
         """Requests the engine may spend now (a shared budget is read afresh)."""
@@ -156,15 +137,15 @@ class SyncEngine:
             quarantined=list(plan.quarantined),
             deletions_refused=plan.deletions_refused,
             dry_run=self.dry_run,
-            needed_requests=plan.requests,
+            needed_requests=plan.batches,
             budget_available=await self._budget_available(),
         )
-        if plan.requests > report.budget_available:
+        if plan.batches > report.budget_available:
             logger.info(
                 "the plan needs %d requests, %d are available now: ~%.0fs at the budget's pace",
-                plan.requests,
+                plan.batches,
                 report.budget_available,
-                self.client.budget.time_for(plan.requests, background=True),
+                self.client.budget.time_for(plan.batches, background=True),
             )
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
@@ -183,15 +164,38 @@ class SyncEngine:
             if self.on_batch is not None:
                 self.on_batch(BatchCommitted(changed=[], deleted=list(plan.to_delete)))
 
-        run = FetchRun(self, plan, report, first_request)
+        phase = self.fetch_phase(plan, report)
         try:
-            await run.fetch_all()
+            await self._write_all(phase, first_request)
         finally:
-            await self.store.save_pending(run.remaining_plan())
-            report.pending = sorted(run.queued_ids())
+            await self.store.save_pending(phase.remaining_plan())
+            report.pending = sorted(phase.queued_ids())
             report.requests = self.client.requests_sent - first_request
             report.seconds = time.monotonic() - started
         return report
+
+    async def _write_all(self, phase: FetchPhase, first_request: int) -> None:
+        """Write each batch the phase hands out, in one transaction each."""
+        report = phase.report
+        async with contextlib.aclosing(phase.batches()) as batches:
+            async for fetched in batches:
+                result = await self._write(fetched)
+                report.created += len(result.created)
+                report.updated += len(result.updated)
+                report.stale += len(result.stale)
+                if self.on_batch is not None:
+                    changed_ids = set(result.created) | set(result.updated)
+                    changed = [doc.model() for doc in fetched.documents if doc.id in changed_ids]
+                    self.on_batch(BatchCommitted(changed=changed, deleted=[]))
+                if self.on_progress is not None:
+                    self.on_progress(phase.progress(self.client.requests_sent - first_request))
+
+    async def _write(self, fetched: Fetched) -> BatchResult:
+        if fetched.restored:
+            # The service went back (restored from a backup): its copy is the truth, though
+            # its revision is older. A tombstone first, so the store takes it as new.
+            await self.store.apply_deletions(fetched.restored, dt.datetime.now(dt.timezone.utc))
+        return await self.store.apply_documents(fetched.documents)
 
     async def fetch(self, ids: list[int]) -> SyncReport:
         """Fetch and store these invoices now, without a sync list (e.g. pushed ids).
@@ -204,24 +208,17 @@ class SyncEngine:
         unique = list(dict.fromkeys(ids))
         stored = await self.store.revisions()
         entries = {i: PendingEntry(id=i, revision=stored.get(i, 0)) for i in unique}
+        new = sum(1 for i in unique if i not in stored)
         plan = SyncPlan(
-            listed=0,
-            to_fetch=unique,
-            new=sum(1 for i in unique if i not in stored),
-            changed=sum(1 for i in unique if i in stored),
-            unchanged=0,
-            to_delete=[],
-            deletions_refused=None,
-            quarantined=[],
-            pending=entries,
+            listed=0, to_fetch=unique, new=new, changed=len(unique) - new, pending=entries
         )
         report = SyncReport(planned=len(unique))
         # One attempt each: an id the service does not return is not retried here.
-        run = FetchRun(self, plan, report, first_request, max_attempts=1)
+        phase = self.fetch_phase(plan, report, max_attempts=1)
         with self._drawing():
-            await run.fetch_all()
+            await self._write_all(phase, first_request)
         report.quarantined = []
-        report.pending = sorted(run.queued_ids())
+        report.pending = sorted(phase.queued_ids())
         report.requests = self.client.requests_sent - first_request
         report.seconds = time.monotonic() - started
         return report

@@ -1,15 +1,15 @@
-"""The fetch phase of a run: batches of 100 in flight, committed one by one, with the
-replies checked, unreadable invoices quarantined, missing ids retried a bounded number
-of times, and a clean stop when the budget is spent."""
+"""The fetch phase of a sync, one component for every consumer (`SyncEngine`, the dlt
+source): list and plan, then batches of 100 in flight, handed out one by one for the
+consumer to write, with the replies checked, unreadable invoices quarantined, missing ids
+retried a bounded number of times, and a clean stop when the budget is spent."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import datetime as dt
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Callable, Mapping
 
 import attrs
 
@@ -17,8 +17,9 @@ from invoicing_async import _telemetry
 from invoicing_async._models.documents import MemberError
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._resources.invoices import FetchedBatch
-from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for
-from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
+from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_sync
+from invoicing_async._sync.report import SyncProgress, SyncReport
+from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, write_outcome
 from invoicing_async.errors import (
     APIConnectionError,
@@ -27,12 +28,61 @@ from invoicing_async.errors import (
     ServerError,
 )
 
-if TYPE_CHECKING:
-    from invoicing_async._sync.engine import SyncEngine
-
-__all__ = ["FetchRun", "newest_of_requested", "sleep_for_budget", "unreadable_ids"]
+__all__ = ["FetchPhase", "Fetched", "SyncSettings", "newest_of_requested", "unreadable_ids"]
 
 logger = logging.getLogger("invoicing_async.sync")
+
+
+@attrs.frozen
+class SyncSettings:
+    """How a sync plans and fetches; the same rules for every consumer of the phase."""
+
+    concurrency: int = 4
+    max_attempts: int = 3
+    max_batch_failures: int = 3
+    max_delete_share: float = 0.5
+    force_deletions: bool = False
+    quarantine_for: float = 6 * 3600.0
+    wait_for_budget: bool = False
+    recheck_within: float = 5.0
+    clock: Callable[[], float] = time.time
+
+    def read_too_early(self, revision: int | None, server_time: float | None) -> bool:
+        """True when the invoice was read within its revision's own second, so a later
+        change in that second would keep the same revision: it must be read again.
+
+        By the reply's `Date` when the server sent one; else within `recheck_within`
+        seconds of our own clock (which may differ from the server's).
+        """
+        read = revision or 0
+        if server_time is not None:
+            return read >= int(server_time)
+        return abs(self.clock() - read) <= self.recheck_within
+
+    async def plan(
+        self,
+        client: SyncClient,
+        stored: Mapping[int, int],
+        pending: Mapping[int, PendingEntry],
+    ) -> SyncPlan:
+        """One sync list (waiting for the budget if asked), diffed against `stored`."""
+        while True:
+            try:
+                listed = await client.invoices.sync_revisions()
+                break
+            except RateLimitExceeded as exc:
+                if not self.wait_for_budget:
+                    raise
+                await sleep_for_budget(exc)
+        return plan_sync(
+            listed,
+            stored,
+            pending,
+            max_delete_share=self.max_delete_share,
+            force_deletions=self.force_deletions,
+            now=self.clock(),
+            quarantine_for=self.quarantine_for,
+        )
 
 
 async def sleep_for_budget(exc: RateLimitExceeded) -> None:
@@ -79,23 +129,39 @@ def unreadable_ids(
     return named, missing
 
 
-class FetchRun:
-    """The mutable state of one run's fetch phase."""
+@attrs.frozen
+class Fetched:
+    """One checked sync-fetch reply, for the consumer to write: the invoices asked for
+    (the newest of an id sent twice), and `restored`, those the service took back to an
+    older revision than the consumer holds (its copy is the truth: write it over)."""
+
+    documents: list[InvoiceDocument]
+    restored: list[int]
+
+
+class FetchPhase:
+    """One run's fetch phase: iterate `batches()` and write each batch before asking for
+    the next; `concurrency` requests stay in flight meanwhile. Close the iterator
+    (`contextlib.aclosing`) so that a consumer that stops cancels the requests.
+
+    Given only a client, the plan, the report it fills and the settings. What is left
+    (`remaining_plan`) is for the consumer to keep for the next run.
+    """
 
     def __init__(
         self,
-        engine: SyncEngine,
+        client: SyncClient,
         plan: SyncPlan,
         report: SyncReport,
-        first_request: int,
+        settings: SyncSettings,
         *,
         max_attempts: int | None = None,
     ) -> None:
-        self.engine = engine
-        self.max_attempts = engine.max_attempts if max_attempts is None else max_attempts
+        self.client = client
+        self.settings = settings
+        self.max_attempts = settings.max_attempts if max_attempts is None else max_attempts
         self.plan = plan
         self.report = report
-        self.first_request = first_request
         self.queue: collections.deque[int] = collections.deque(plan.to_fetch)
         self.in_flight: set[int] = set()
         self.entries: dict[int, PendingEntry] = dict(plan.pending)
@@ -120,14 +186,62 @@ class FetchRun:
         self.report.rechecks = len(self.rechecks)
         return plan
 
-    async def fetch_all(self) -> None:
-        workers = [asyncio.ensure_future(self._worker()) for _ in range(self.engine.concurrency)]
+    def progress(self, requests: int) -> SyncProgress:
+        """Where the phase stands, with `requests` spent so far."""
+        budget = self.client.budget
+        remaining = batches_for(len(self.queue))
+        return SyncProgress(
+            done=self.done,
+            total=len(self.plan.to_fetch),
+            requests=requests,
+            budget_left=budget.snapshot().remaining,
+            eta=budget.time_for(remaining, background=True) if remaining else 0.0,
+        )
+
+    async def batches(self) -> AsyncGenerator[Fetched, None]:
+        """The checked batches, as they arrive; each written before the next."""
+        handed: asyncio.Queue[tuple[Fetched, asyncio.Future[None]] | None] = asyncio.Queue()
+        workers = [
+            asyncio.ensure_future(self._worker(handed)) for _ in range(self.settings.concurrency)
+        ]
+
+        async def all_done() -> None:
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                handed.put_nowait(None)
+
+        finished = asyncio.ensure_future(all_done())
         try:
-            await asyncio.gather(*workers)
+            while (item := await handed.get()) is not None:
+                fetched, written = item
+                yield fetched
+                written.set_result(None)
+            await finished
         finally:
-            for task in workers:
+            for task in [*workers, finished]:
                 task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await asyncio.gather(*workers, finished, return_exceptions=True)
+
+    def quarantine(self, reasons: Mapping[int, str]) -> None:
+        """Invoices that cannot be read or kept ({id: why}): quarantined at once, named
+        with the reason, so they neither block their batch nor cost requests run after
+        run. Also for the consumer: an invoice its destination cannot hold."""
+        for ident, error in reasons.items():
+            self.done += ident in self.entries  # not counted yet: never returned
+            entry = self.entries.get(ident) or self.plan.pending.get(ident)
+            if entry is not None:
+                self.report.unreadable[ident] = error
+                self._give_up(self.entries, entry, self.max_attempts, f"cannot be kept ({error})")
+
+    def _give_up(
+        self, held: dict[int, PendingEntry], entry: PendingEntry, attempts: int, why: str
+    ) -> None:
+        """Quarantine `entry` in `held`: skipped until its revision changes or
+        `quarantine_for` passes (no refetching forever)."""
+        held[entry.id] = _quarantined(entry, attempts)
+        self.report.quarantined.append(entry.id)
+        logger.warning("invoice %d %s: quarantined", entry.id, why)
 
     def _next_batch(self) -> list[int]:
         size = min(BATCH_SIZE, len(self.queue))
@@ -139,106 +253,74 @@ class FetchRun:
         self.in_flight.difference_update(ids)
         self.queue.extendleft(reversed(ids))
 
-    async def _worker(self) -> None:
+    async def _worker(
+        self, handed: asyncio.Queue[tuple[Fetched, asyncio.Future[None]] | None]
+    ) -> None:
         while self.queue and not self.stop:
             ids = self._next_batch()
             with _telemetry.span("invoicing.sync.batch", {"invoicing.batch.size": len(ids)}):
-                if not await self._batch(ids):
-                    return
+                batch = await self._fetch(ids)
+                if batch is None:
+                    continue
+                written = asyncio.get_running_loop().create_future()
+                handed.put_nowait((self._check(ids, batch), written))
+                await written
+                self.in_flight.difference_update(ids)
 
-    async def _batch(self, ids: list[int]) -> bool:
-        """Fetch and commit one batch; False when this worker should stop."""
-        engine = self.engine
-        client = engine.client
+    async def _fetch(self, ids: list[int]) -> FetchedBatch | None:
+        """One sync-fetch request; None when it failed (the ids are queued again)."""
         try:
-            batch = await client.invoices.fetch_batch(ids)
+            return await self.client.invoices.fetch_batch(ids)
         except RateLimitExceeded as exc:
             self._give_back(ids)
-            if engine.wait_for_budget:
+            if self.settings.wait_for_budget:
                 await sleep_for_budget(exc)
-                return True
+                return None
             self.stop = True
             self.report.stopped_for_budget = True
             left = batches_for(len(self.queue))
-            self.report.eta = client.budget.time_for(left, background=True)
-            return False
+            self.report.eta = self.client.budget.time_for(left, background=True)
+            return None
         except (APIConnectionError, ServerError, DecodeError) as exc:
             self._give_back(ids)
             self.failures += 1
             self.report.errors.append(f"batch of {len(ids)}: {exc}")
-            logger.warning(
-                "sync fetch failed (%d/%d): %s", self.failures, engine.max_batch_failures, exc
-            )
-            if self.failures >= engine.max_batch_failures:
-                self.stop = True
-                return False
-            return True
-        await self._commit(ids, batch)
-        return True
-
-    def _quarantine_unreadable(self, unreadable: dict[int, str]) -> None:
-        """Invoices the service sent but we cannot read: quarantined at once, named with
-        the field, so they neither block their batch nor cost requests run after run."""
-        for ident, error in unreadable.items():
-            entry = self.entries.get(ident)
-            if entry is None:
-                continue
-            self.entries[ident] = _quarantined(entry, self.max_attempts)
-            self.report.quarantined.append(ident)
-            self.report.unreadable[ident] = error
-            self.done += 1
-            logger.warning(
-                "invoice %d cannot be read (%s): quarantined until its revision "
-                "changes or quarantine_for passes",
-                ident,
-                error,
-            )
+            limit = self.settings.max_batch_failures
+            logger.warning("sync fetch failed (%d/%d): %s", self.failures, limit, exc)
+            self.stop = self.stop or self.failures >= limit
+            return None
 
     def _note_behind(self, kept: list[InvoiceDocument]) -> None:
         """Invoices returned at an older revision than listed: stored, and fetched again
-        next run; quarantined after `max_attempts` runs (no refetching forever)."""
+        next run; quarantined after `max_attempts` runs."""
         for doc in kept:
             entry = self.entries.get(doc.id or 0)
             if entry is None or (doc.revision or 0) >= entry.revision:
                 continue
             attempts = entry.attempts + 1
             if attempts >= self.max_attempts:
-                self.behind[entry.id] = _quarantined(entry, attempts)
-                self.report.quarantined.append(entry.id)
-                logger.warning(
-                    "invoice %d returned older than listed (%d < %d) %d times: quarantined",
-                    entry.id,
-                    doc.revision or 0,
-                    entry.revision,
-                    attempts,
-                )
+                why = f"returned older than listed ({doc.revision} < {entry.revision})"
+                self._give_up(self.behind, entry, attempts, f"{why} {attempts} times")
             else:
                 self.behind[entry.id] = attrs.evolve(entry, attempts=attempts)
 
     def _retry_missing(self, missing: list[int]) -> None:
         """Ids asked for but not returned: again in a later batch, quarantined after
-        `max_attempts` (no endless refetching)."""
+        `max_attempts`."""
         for ident in missing:
             entry = self.entries.get(ident)
             if entry is None:
                 continue
             attempts = entry.attempts + 1
             if attempts >= self.max_attempts:
-                self.entries[ident] = _quarantined(entry, attempts)
-                self.report.quarantined.append(ident)
                 self.done += 1
-                logger.warning(
-                    "invoice %d listed but not returned %d times: quarantined "
-                    "until its revision changes or quarantine_for passes",
-                    ident,
-                    attempts,
-                )
+                self._give_up(self.entries, entry, attempts, f"not returned {attempts} times")
             else:
                 self.entries[ident] = attrs.evolve(entry, attempts=attempts)
                 self.queue.append(ident)  # fills the spare room of the last batch
 
-    async def _commit(self, ids: list[int], batch: FetchedBatch) -> None:
-        engine = self.engine
+    def _check(self, ids: list[int], batch: FetchedBatch) -> Fetched:
+        """Keep what was asked for, and account for every id of the batch."""
         reply = batch.documents
         kept = newest_of_requested(ids, reply)
         if len(kept) != len(reply):
@@ -249,49 +331,25 @@ class FetchRun:
                 len(reply),
                 len(kept),
             )
-        restored = [d.id for d in kept if d.id in self.regressed]
+        restored = [d.id for d in kept if d.id is not None and d.id in self.regressed]
         if restored:
-            # The service went back (restored from a backup): its copy is the truth, though
-            # its revision is older. A tombstone first, so the store takes it as new.
             logger.warning(
                 "invoices %s listed at a lower revision than stored: the service's copies "
                 "taken (restored from a backup?)",
                 restored,
             )
-            await engine.store.apply_deletions(restored, dt.datetime.now(dt.timezone.utc))
-        result = await engine.store.apply_documents(kept)
         if self.plan.listed:
             self._note_behind(kept)
         for doc in kept:
-            if doc.id is not None and engine.read_too_early(doc.revision, batch.server_time):
+            if doc.id is not None and self.settings.read_too_early(doc.revision, batch.server_time):
                 self.rechecks[doc.id] = PendingEntry(id=doc.id, revision=doc.revision or 0)
-        self.in_flight.difference_update(ids)
-        report = self.report
-        report.batches += 1
-        report.fetched += len(kept)
-        report.created += len(result.created)
-        report.updated += len(result.updated)
-        report.stale += len(result.stale)
+        self.report.batches += 1
+        self.report.fetched += len(kept)
         returned = {doc.id for doc in kept}
         for ident in returned:
             self.entries.pop(ident or 0, None)
         self.done += len(returned & set(ids))
         unreadable, missing = unreadable_ids(ids, returned, batch.unreadable)
-        self._quarantine_unreadable(unreadable)
+        self.quarantine(unreadable)
         self._retry_missing(missing)
-        if engine.on_batch is not None:
-            changed_ids = set(result.created) | set(result.updated)
-            changed = [doc.model() for doc in kept if doc.id in changed_ids]
-            engine.on_batch(BatchCommitted(changed=changed, deleted=[]))
-        if engine.on_progress is not None:
-            budget = engine.client.budget
-            remaining = batches_for(len(self.queue))
-            engine.on_progress(
-                SyncProgress(
-                    done=self.done,
-                    total=len(self.plan.to_fetch),
-                    requests=engine.client.requests_sent - self.first_request,
-                    budget_left=budget.snapshot().remaining,
-                    eta=budget.time_for(remaining, background=True) if remaining else 0.0,
-                )
-            )
+        return Fetched(documents=kept, restored=restored)

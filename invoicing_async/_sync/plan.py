@@ -32,23 +32,19 @@ class SyncPlan:
     to_fetch: list[int]
     new: int
     changed: int
-    unchanged: int
-    to_delete: list[int]
-    deletions_refused: str | None
-    quarantined: list[int]
     pending: dict[int, PendingEntry]
+    unchanged: int = 0
+    to_delete: list[int] = attrs.field(factory=list)
+    deletions_refused: str | None = None
+    quarantined: list[int] = attrs.field(factory=list)
     #: Listed at a lower revision than stored: the service went back (restored from a
     #: backup). Fetched, and the service's copy taken although its revision is older.
     regressed: list[int] = attrs.field(factory=list)
 
     @property
     def batches(self) -> int:
-        return batches_for(len(self.to_fetch))
-
-    @property
-    def requests(self) -> int:
         """Requests the fetch needs when nothing fails (the list is already spent)."""
-        return self.batches
+        return batches_for(len(self.to_fetch))
 
 
 def _recheck(before: PendingEntry | None, listed: int, stored: int) -> bool:

@@ -36,11 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA", "PostgresStore"]
 
-#: The store's tables: migrations in ``_sync/sql/``; version 1 of the single version
-#: table of releases before the runner is its version 1.
-SCHEMA = migrations.Component(
-    "store", "invoicing_async._sync", legacy=((1, 1),), sign="invoicing_invoices"
-)
+#: The store's tables: migrations in ``_sync/sql/``.
+SCHEMA = migrations.Component("store", "invoicing_async._sync", sign="invoicing_invoices")
 
 T = TypeVar("T")
 
@@ -55,8 +52,9 @@ class PostgresStore:
     `migrate` as a role that may create tables).
 
     Documents are stored as ``jsonb``, so that SQL can query the mirror (see the SQL
-    mirror guide). jsonb cannot hold a NUL: a document with ``\\u0000`` in a string keeps
-    its exact bytes in the ``raw`` column too, and is read back from there.
+    mirror guide), and as the exact bytes the service sent in the ``raw`` column, which
+    is what the store reads back: jsonb rewrites numbers (``-0.0`` as ``0.0``, ``1E+2``
+    as ``100``) and cannot hold a NUL.
 
     Timeouts (seconds): `timeout` bounds every call on the client side, since a stopped
     or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
@@ -201,8 +199,7 @@ class PostgresStore:
     ) -> list[tuple[int, bytes]]:
         async def read(conn: Conn) -> list[tuple[int, bytes]]:
             cursor = await conn.execute(
-                "SELECT id, coalesce(raw, convert_to(document::text, 'UTF8'))"
-                " FROM invoicing_invoices WHERE account = %s"
+                "SELECT id, raw FROM invoicing_invoices WHERE account = %s"
                 f" AND deleted_at IS NULL AND {where} ORDER BY id LIMIT %s",
                 (self.account, *args, limit),
                 binary=True,
@@ -375,8 +372,8 @@ def _column(text: str | None) -> str | None:
 # created, as SQLiteStore counts it. The upsert skips a row whose stored revision is
 # newer (unless it was a tombstone): such ids do not come back from `written`, and are
 # stale. Rows are inserted in id order so that concurrent batches lock
-# overlapping rows in one order and cannot deadlock. Documents come as bytes: the
-# migration's functions make the jsonb (and `raw` for those jsonb cannot hold).
+# overlapping rows in one order and cannot deadlock. Documents come as bytes: kept as
+# they are in `raw` (what is read back), and made jsonb by the migration's function.
 UPSERT_BATCH = """
 WITH input AS (
     SELECT * FROM unnest(
@@ -393,7 +390,7 @@ written AS (
     INSERT INTO invoicing_invoices AS cur (account, id, revision, invoice_number, state,
                                            contact_id, document, raw, synced_at, deleted_at)
     SELECT %(account)s, id, revision, invoice_number, state, contact_id,
-           invoicing_document_v1(document), invoicing_raw_v1(document), now(), NULL
+           invoicing_document_v1(document), document, now(), NULL
     FROM input ORDER BY id
     ON CONFLICT (account, id) DO UPDATE SET
         revision = excluded.revision, invoice_number = excluded.invoice_number,

@@ -4,9 +4,10 @@ integer arrays, parsed and checked in C by msgspec.
 The sync list is read on every run, and in a steady state it is most of a run's work.
 Only its usual shape is taken here: members wrapped in `invoice`, each with exactly an
 integer `id` and `revision` within 64 bits. Anything else (text integers, bare members,
-other fields, a root object, malformed text, a body over `_FAST_BYTES`) gives up, and
-the caller's general reader gives the same pairs for this shape and the right error or
-reading for any other.
+other fields, a root object, malformed text) gives up, and the caller's general reader
+gives the same pairs for this shape and the right error or reading for any other. Read a
+piece at a time (`array_pieces`), the cost per entry is the same at any length, and only
+the two arrays outlive a piece.
 """
 
 from __future__ import annotations
@@ -16,15 +17,12 @@ from typing import Annotated
 
 import msgspec
 
+from invoicing_async._wire.json import array_pieces
 from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN
 
 __all__ = ["read_json_sync_pairs"]
 
 _Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
-# The list's structs all exist at once: past ~60,000 entries the general reader, which
-# keeps nothing but the arrays, is kinder to memory (and to the event loop's thread,
-# as msgspec holds the interpreter for the whole body).
-_FAST_BYTES = 4 << 20
 
 
 class _Pair(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -41,11 +39,13 @@ _LIST = msgspec.json.Decoder(list[_Member])
 
 def read_json_sync_pairs(body: bytes) -> tuple[array[int], array[int]] | None:
     """(ids, revisions) in the order listed, or None when this is not the usual shape."""
-    if len(body) > _FAST_BYTES:
-        return None
+    ids: array[int] = array("q")
+    revisions: array[int] = array("q")
     try:
-        members = _LIST.decode(body)
+        for members in array_pieces(body, _LIST.decode):
+            pairs = [member.invoice for member in members]
+            ids.extend([p.id for p in pairs])
+            revisions.extend([p.revision for p in pairs])
     except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: not UTF-8
         return None
-    pairs = [member.invoice for member in members]
-    return array("q", [p.id for p in pairs]), array("q", [p.revision for p in pairs])
+    return ids, revisions

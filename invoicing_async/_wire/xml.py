@@ -26,7 +26,6 @@ __all__ = [
     "BadMember",
     "XmlReader",
     "decode_xml",
-    "decode_xml_batches",
     "decode_xml_members",
     "encode_xml",
     "member_name",
@@ -92,34 +91,16 @@ def decode_xml_members(
     handed on as a `BadMember` (without it, either refuses the document).
     """
 
-    def each(batch: list[Any]) -> None:
-        for member in batch:
-            on_member(member)
-
-    return decode_xml_batches(body, each, on_root, judge_members=judge_members)
-
-
-def decode_xml_batches(
-    body: bytes | str,
-    on_batch: Callable[[list[Any]], None],
-    on_root: Callable[[str], None] | None = None,
-    *,
-    judge_members: bool = False,
-) -> str:
-    """`decode_xml_members` a list at a time: the members each slice of the body
-    completed, for a caller whose work per member is small enough to count."""
     raw, encoding = _raw(body)
     reader = XmlReader(
         members=True, on_root=on_root, encoding=encoding, judge_members=judge_members
     )
     view = memoryview(raw)
     for start in range(0, len(raw), _SLICE):
-        batch = reader.feed(view[start : start + _SLICE])
-        if batch:
-            on_batch(batch)
-    batch = reader.close()
-    if batch:
-        on_batch(batch)
+        for member in reader.feed(view[start : start + _SLICE]):
+            on_member(member)
+    for member in reader.close():
+        on_member(member)
     if reader.root is None:
         raise DecodeError("XML document without a single root element")
     return reader.root

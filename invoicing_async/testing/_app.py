@@ -14,12 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 from aiohttp import web
 
-from invoicing_async._models.documents import (
-    Format,
-    dump_field_errors,
-    dump_list,
-    dump_model,
-)
+from invoicing_async._models.documents import Format, dump_model
 from invoicing_async.errors import FieldError
 from invoicing_async.models import Invoice, InvoicePayment, RecurringTemplate
 from invoicing_async.testing._account import Account, RecordedRequest
@@ -27,6 +22,7 @@ from invoicing_async.testing._documents import sync_chunks
 from invoicing_async.testing._requests import parse_body, parse_changes, parse_model, parse_sync_ids
 from invoicing_async.testing._responses import Body, Streamed, content_type, streamed, truncated
 from invoicing_async.testing._rules import Missing, Unprocessable
+from invoicing_async.testing._writers import dump_field_errors, dump_list
 
 if TYPE_CHECKING:
     from invoicing_async.testing._service import FakeInvoicingService

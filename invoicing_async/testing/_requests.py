@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from invoicing_async._models.converter import structure
-from invoicing_async._models.payloads import FieldSpec, Format, field_specs, wire_key
+from invoicing_async._models.fields import FieldSpec, Format, field_specs, wire_key
 from invoicing_async._wire.json import decode_json
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.errors import DecodeError, FieldError

@@ -13,7 +13,6 @@ from typing import Any
 
 import dlt
 import pytest
-from dlt.pipeline.exceptions import PipelineStepFailed
 
 from invoicing_async import BasicAuth, RateBudget
 from invoicing_async.contrib.dlt import _Account, invoicing_source
@@ -189,6 +188,14 @@ def test_scd2_keeps_each_revision_and_closes_deleted_invoices(
     [(rows,)] = query(pipeline, "SELECT COUNT(*) FROM invoices")
     assert rows == INVOICES + len(changed)
 
+    # The guide's join: each version's lines by the root key.
+    [(lines,)] = query(
+        pipeline,
+        "SELECT COUNT(*) FROM invoices__details AS d JOIN invoices AS i "
+        "ON d._dlt_root_id = i._dlt_id WHERE i._dlt_valid_to IS NULL",
+    )
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
     third = load(pipeline, service, scd2=True)
     assert (third["list"], third["fetch"]) == (1, 0)
     [(rows,)] = query(pipeline, "SELECT COUNT(*) FROM invoices")
@@ -214,6 +221,63 @@ def test_invoices_read_within_their_revision_second_are_read_once_more(
         assert load(pipeline, service)["fetch"] == 1  # read again, now after the second
         assert load(pipeline, service)["fetch"] == 0
         assert current(pipeline) == on_service(service)
+
+
+@pytest.mark.parametrize("refresh", ["drop_sources", "drop_resources", "drop_data"])
+def test_every_dlt_refresh_reloads_everything(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, refresh: str
+) -> None:
+    load(pipeline, service)
+    source = invoicing_source(
+        base_url=service.base_url,
+        username=service.username,
+        password=service.password,
+        budget=RateBudget(limit=100_000),
+    )
+    pipeline.run(source, refresh=refresh)  # type: ignore[arg-type]
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
+    assert load(pipeline, service)["fetch"] == 0
+
+
+def test_any_auth_and_a_private_ca_connect(
+    pipeline: dlt.Pipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OAuth 1 through `auth=`, over HTTPS whose CA is trusted with `ssl=`, or with
+    `ca_file` from dlt's config."""
+    with running_in_thread(FakeInvoicingService(invoices=20, oauth1=True)) as service:
+        service.write_ca(tmp_path / "ca.pem")
+        monkeypatch.setenv("SOURCES__INVOICING__CA_FILE", str(tmp_path / "ca.pem"))
+        sources = [
+            invoicing_source(
+                base_url=service.base_url,
+                auth=service.oauth1_auth,
+                ssl=service.ssl_context,
+                budget=RateBudget(limit=100_000),
+            ),
+            invoicing_source(
+                base_url=service.base_url,
+                auth=service.oauth1_auth,
+                budget=RateBudget(limit=100_000),
+            ),
+        ]
+        for source in sources:
+            pipeline.run(source.with_resources("invoices"))
+            assert current(pipeline) == on_service(service)
+
+
+def test_a_dropped_invoices_table_is_loaded_again(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    load(pipeline, service)
+    with pipeline.sql_client() as client:
+        client.drop_tables("invoices")
+    assert load(pipeline, service)["fetch"] == math.ceil(INVOICES / 100)
+    assert current(pipeline) == on_service(service)
+    assert_totals_match(pipeline, service)
+    [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+    assert load(pipeline, service)["fetch"] == 0
 
 
 def test_a_reset_destination_gets_a_full_load(
@@ -279,6 +343,7 @@ async def test_waiting_for_the_budget_lifts_the_clients_max_wait(
     account = _Account(
         base_url="https://acct.example.com",
         auth=BasicAuth("api-user", "pw"),
+        ssl=None,
         format="json",
         budget=RateBudget(),
         budget_url=None,
@@ -318,13 +383,43 @@ def test_credentials_come_from_dlt_config_and_secrets(
     assert user == service.account.session().email
 
 
-def test_a_value_finer_than_its_column_fails_the_load_instead_of_rounding(
-    service: FakeInvoicingService, pipeline: dlt.Pipeline
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("exchange_rate", Decimal("1.123456789"), "more than 8 decimal places"),
+        ("total_price_incl_tax", Decimal("12.34567"), "more than 4 decimal places"),
+        ("total_price_incl_tax", Decimal("1E+14"), "exceeds DECIMAL(18,4)"),
+        (
+            "created_at",
+            dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone(dt.timedelta(hours=-12))),
+            "out of range in UTC",
+        ),
+    ],
+)
+def test_an_invoice_the_destination_cannot_hold_is_quarantined_and_the_rest_load(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, field: str, value: Any, reason: str
 ) -> None:
-    first = min(service.account.invoices)
-    service.account.invoices[first].exchange_rate = Decimal("1.123456789")  # 9 places > 8
-    with pytest.raises(PipelineStepFailed, match=r"exchange_rate=1\.123456789 has more than 8"):
-        load(pipeline, service)
+    """Never rounded, never a failed load: that invoice is quarantined with its reason
+    (the `quarantine` table), every other one loads, in this run and the later ones."""
+    bad = max(service.account.invoices)  # `change` leaves it alone
+    setattr(service.account.invoices[bad], field, value)
+    load(pipeline, service)
+    loaded = current(pipeline)
+    assert bad not in loaded
+    assert loaded == {i: r for i, r in on_service(service).items() if i != bad}
+    [(ident, why)] = query(pipeline, "SELECT id, reason FROM quarantine")
+    assert ident == bad
+    assert reason in why
+    columns = query(
+        pipeline,
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'quarantine'",
+    )
+    assert {c for (c,) in columns} == {"id", "revision", "reason", "_dlt_load_id", "_dlt_id"}
+
+    change(service, 5, 0)
+    again = load(pipeline, service)
+    assert again["fetch"] == 1  # the five changed ones; the quarantined one waits
+    assert current(pipeline) == {i: r for i, r in on_service(service).items() if i != bad}
 
 
 def test_the_xml_format_loads_the_same_rows(

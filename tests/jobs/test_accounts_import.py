@@ -3,6 +3,7 @@ is written, upserted in one transaction (issue #26, item 5)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -148,3 +149,39 @@ def test_ten_thousand_accounts_are_imported_in_under_ten_seconds(
     # The same file again: every row updated, none added.
     assert main(["accounts", "import", str(file), "--database-url", migrated]) == 0
     assert "0 added, 10000 updated" in capsys.readouterr().out
+
+
+def test_a_file_that_never_ends_is_one_line_and_nothing_is_written(
+    migrated: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "accounts.csv"
+    os.mkfifo(fifo, 0o600)
+    for path in (fifo, Path("/dev/zero")):
+        assert cli("accounts", "import", str(path), url=migrated) == 1
+        err = capsys.readouterr().err
+        assert err == f"error: accounts file {path} is not a regular file\n"
+    assert accounts(migrated) == []
+
+
+def test_control_characters_are_refused_on_add_and_escaped_when_listed(
+    migrated: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    escapes = "api\x1b]0;owned\x07\x1b[2J\nforged\tline"
+    add = ("accounts", "add", "acme", "--base-url", "https://acme.example.com")
+    ref = ("--secret", "env:INVOICING_SECRET_X")
+    assert cli(*add, "--username", escapes, *ref, url=migrated) == 2
+    err = capsys.readouterr().err
+    assert err == "error: account 'acme': the username and token must not hold control characters\n"
+    # A row written before the check (or by hand) is shown escaped, on one line.
+    assert cli(*add, "--username", "api", *ref, url=migrated) == 0
+    query(migrated, "UPDATE invoicing_accounts SET username = %s RETURNING 1", (escapes,))
+    capsys.readouterr()
+    assert cli("accounts", "list", url=migrated) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.split("\t")[:5] == [
+        "acme",
+        "https://acme.example.com",
+        "xml",
+        "basic",
+        "api\\x1b]0;owned\\x07\\x1b[2J\\nforged\\tline",
+    ]

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from invoicing_async._models.payloads import field_specs
+from invoicing_async._models.fields import field_specs
 from invoicing_async.models import Model
 
 # Text that XML 1.0 can carry unchanged: no control characters (XML normalizes \r),

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from invoicing_async._models.documents import load_one_of
+from invoicing_async._models.fields import wire_key
 from invoicing_async._models.payloads import (
     dump_changes,
     dump_filter,
     dump_send,
     root_name,
     unwrap_root,
-    wire_key,
 )
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import (

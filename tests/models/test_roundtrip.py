@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models.documents import load_list, load_model
-from invoicing_async._models.payloads import ROOTS, Format, dump_list, dump_model, field_specs
+from invoicing_async._models.fields import field_specs
+from invoicing_async._models.payloads import ROOTS, Format, dump_model
 from invoicing_async.models import (
     CurrentSession,
     Invoice,
@@ -21,6 +22,7 @@ from invoicing_async.models import (
     RecurringTemplate,
     RecurringTemplateDetail,
 )
+from invoicing_async.testing._writers import dump_list
 from tests.models.strategies import models
 
 ALL_MODELS = [

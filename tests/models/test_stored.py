@@ -16,18 +16,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models import stored
-from invoicing_async._models.documents import (
-    MemberError,
-    dump_list,
-    dump_model,
-    load_model,
-)
-from invoicing_async._models.payloads import field_specs, read_keys
+from invoicing_async._models.documents import MemberError, dump_model, load_model
+from invoicing_async._models.fields import field_specs, read_keys
 from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
 from invoicing_async._wire.scalars import parse_date, parse_datetime
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice, InvoiceDetail
 from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing._writers import dump_list
 from tests.models.counting import invoices_made
 from tests.models.strategies import models
 
@@ -300,3 +296,18 @@ def test_a_document_from_a_model_holds_that_model() -> None:
     )
     assert doc.model() is invoice
     assert load_model(doc.document, "json", Invoice) == invoice
+
+
+@pytest.mark.parametrize("key", ["x\\udfff", "\\ud800"])
+def test_a_lone_surrogate_in_an_unknown_field_name_sets_its_invoice_aside(key: str) -> None:
+    """A field name no store can keep (PostgreSQL's upsert refused it, failing the whole
+    batch): that member alone is set aside, its neighbours are stored."""
+    body = (
+        '[{"invoice":{"id":1,"revision":5}},'
+        f'{{"invoice":{{"id":2,"revision":1,"{key}":1}}}},'
+        f'{{"invoice":{{"id":3,"revision":2,"details":[{{"id":4,"{key}":1}}]}}}}]'
+    ).encode()
+    docs, failed = load_invoice_documents(body, "json", limit=100)
+    assert [d.id for d in docs] == [1]
+    assert [f.ident for f in failed] == [2, 3]
+    assert all("lone surrogate" in f.error for f in failed)

@@ -93,7 +93,7 @@ def test_every_advisory_lock_key_comes_from_the_registry() -> None:
     """No lock key written outside `locks`: Python passes one of its names, SQL files use a
     `KeyedLock`'s prefix."""
     prefixes = {v.prefix for v in vars(locks).values() if isinstance(v, locks.KeyedLock)}
-    keys = {v for v in vars(locks).values() if isinstance(v, int)} | set(locks.RETIRED)
+    keys = {v for v in vars(locks).values() if isinstance(v, int)}
     assert len(prefixes) == 2
     assert locks.MIGRATIONS in keys
     seen = 0
@@ -134,70 +134,6 @@ def test_each_component_ships_its_migrations_as_sql_files() -> None:
                 assert not re.search(r"\bCREATE (TABLE|INDEX|OR REPLACE FUNCTION)", node.value), (
                     f"DDL in {path}"
                 )
-
-
-def legacy_database(url: str, versions: tuple[int, ...]) -> None:
-    """A database as releases before the runner left it: one `invoicing_schema` table for
-    the store (1) and the jobs (2), the budget's tables unversioned, an invoice as BYTEA."""
-    old = {
-        1: store_postgres.SCHEMA.migrations[0].sql,
-        2: jobs_schema.SCHEMA.migrations[0].sql,
-    }
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE invoicing_schema (version integer PRIMARY KEY,"
-            " description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        for version in versions:
-            conn.execute(old[version])
-            conn.execute(
-                "INSERT INTO invoicing_schema (version, description) VALUES (%s, 'old')",
-                (version,),
-            )
-        conn.execute(budget_postgres.SCHEMA.migrations[0].sql)
-        conn.execute(
-            "INSERT INTO invoicing_invoices (account, id, revision, state, document, synced_at)"
-            " VALUES ('acme', 7, 3, 'open', %s, now())",
-            (b'{"id": 7, "revision": 3, "state": "open", "po_number": "nul\\u0000 x"}',),
-        )
-
-
-def applied(url: str) -> list[tuple[str, int]]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT component, version FROM invoicing_migrations ORDER BY component, version"
-        ).fetchall()
-    return [(str(c), int(v)) for c, v in rows]
-
-
-@pytest.mark.parametrize("versions", [(1, 2), (1,)])
-async def test_a_database_of_an_older_release_is_upgraded(
-    postgres_url: str, versions: tuple[int, ...]
-) -> None:
-    legacy_database(postgres_url, versions)
-    # The store alone first (a worker's store opening), then `db migrate`.
-    async with PostgresStore(postgres_url, account="acme") as store:
-        invoice = await store.get(7)
-        assert invoice is not None
-        assert (invoice.revision, invoice.po_number) == (3, "nul\x00 x")
-    done = await migrations.migrate(postgres_url, COMPONENTS)
-    # The store's migrations were recorded as the old table said, and only new ones ran.
-    ran = [(m.component, m.version) for m in done]
-    assert ("store", 1) not in ran
-    assert (("jobs", 1) in ran) == (versions == (1,))
-    latest = {c.name: c.latest for c in COMPONENTS}
-    assert applied(postgres_url) == [
-        (name, v) for name in sorted(latest) for v in range(1, latest[name] + 1)
-    ]
-    assert await migrations.migrate(postgres_url, COMPONENTS) == []
-    with psycopg.connect(postgres_url) as conn:
-        # Releases before the runner read this table: they now refuse the database.
-        [(top,)] = conn.execute("SELECT max(version) FROM invoicing_schema").fetchall()
-        assert top > 2
-        [(state,)] = conn.execute(
-            "SELECT document->>'state' FROM invoicing_invoices WHERE id = 7"
-        ).fetchall()
-        assert state == "open"
 
 
 async def test_migrations_run_in_one_transaction(postgres_url: str) -> None:

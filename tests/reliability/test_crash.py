@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from invoicing_async.sync import SyncEngine, plan_sync
+from invoicing_async._sync.plan import plan_sync
+from invoicing_async.sync import SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 from tests.reliability.sync_child import open_store
 from tests.servers import POSTGRES

@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models.documents import (
-    dump_list,
     load_field_errors,
     load_list,
     load_model,
@@ -18,6 +17,7 @@ from invoicing_async._models.documents import (
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import CurrentSession, Invoice, RecurringTemplate
 from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing._writers import dump_list
 
 pytestmark = pytest.mark.reliability
 

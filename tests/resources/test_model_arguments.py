@@ -14,7 +14,8 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._models.payloads import dump_list, dump_model
+from invoicing_async._models.payloads import dump_model
+from invoicing_async.testing._writers import dump_list
 from tests.scripted import ScriptedAPI
 
 API = "/api/v1.0"

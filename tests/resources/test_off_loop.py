@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._models.documents import dump_list, load_list
+from invoicing_async._models.documents import load_list
 from invoicing_async.models import Invoice
 from invoicing_async.testing import FakeInvoicingService, MockSender, mock_response, populate
+from invoicing_async.testing._writers import dump_list
 
 HEARTBEAT = 0.01
 

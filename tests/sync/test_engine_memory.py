@@ -3,13 +3,15 @@ stops, untrusted replies and same-second revisions, without HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Sequence
 
 import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async.sync import MemoryStore, SyncEngine
+from invoicing_async.sync import BatchResult, InvoiceDocument, MemoryStore, SyncEngine
 from tests.sync.memory_account import MemoryAccount, connection_reset
 from tests.virtual_time import run_virtual
 
@@ -209,3 +211,24 @@ async def test_an_id_always_returned_older_than_listed_is_quarantined() -> None:
     assert [r.requests for r in reports[3:]] == [1, 1]  # the list only: 9 is not refetched
     assert reports[3].quarantined == [9]
     assert await store.get(9) == older
+
+
+class FailingStore(MemoryStore):
+    """A store whose first batch write fails (a full disk, a lost connection)."""
+
+    async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
+        raise OSError("disk full")
+
+
+async def test_a_failed_write_stops_the_fetch_phase_and_its_requests() -> None:
+    """The engine closes the phase's batches when writing fails: the requests in flight
+    are cancelled and no further batch is asked for."""
+    account = MemoryAccount(2000)
+    account.tick(60)
+    before = account.requests_sent
+    with pytest.raises(OSError, match="disk full"):
+        await SyncEngine(account.client(), FailingStore(), concurrency=4).run()
+    sent = account.requests_sent - before
+    assert sent <= 1 + 4  # the list, and at most the four batches first in flight
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert others == []

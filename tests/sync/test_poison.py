@@ -15,7 +15,6 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._models.documents import dump_list, dump_sync_entries
 from invoicing_async.sync import (
     InvoiceDocument,
     MemoryStore,
@@ -32,6 +31,7 @@ from invoicing_async.testing import (
     mock_response,
 )
 from invoicing_async.testing._requests import parse_sync_ids
+from invoicing_async.testing._writers import dump_list, dump_sync_entries
 
 BAD = 137  # the id of the member that is poisoned
 MARK_TIME = dt.datetime(2001, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc)
@@ -223,3 +223,27 @@ async def test_one_unreadable_row_fails_only_itself(
         with pytest.raises(ia.DecodeError, match="stored invoice 2 cannot be read"):
             await store.get(2)
         assert await store.get(3) is not None
+
+
+def _with_stranger(body: bytes) -> bytes:
+    """One more member than asked for: an id nobody asked for and nobody can read."""
+    stranger = b'<invoice><id type="integer">99999999999999999999</id></invoice>'
+    return body.replace(b"</invoices>", stranger + b"</invoices>")
+
+
+async def test_a_member_nobody_asked_for_costs_nothing() -> None:
+    """A batch of 100 answered with one more, unasked member whose id is past 64 bits:
+    the stranger is ignored and the 100 asked-for invoices are stored (the whole batch
+    was lost: more members than asked was refused as a memory bomb)."""
+    account = Account("xml", _with_stranger)
+    store = MemoryStore()
+    async with ia.InvoicingClient(
+        "https://acme.example.com",
+        auth=ia.BasicAuth("u", "p"),
+        format="xml",
+        sender=MockSender(account.handle),
+    ) as client:
+        report = await SyncEngine(client, store).run()
+    assert report.errors == []
+    assert report.quarantined == []
+    assert len(await store.revisions()) == 250

@@ -23,6 +23,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
+from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
@@ -175,6 +176,36 @@ async def test_documents_round_trip_exactly_nul_included(postgres_url: str) -> N
     ]
 
 
+async def test_documents_come_back_as_the_service_sent_them(postgres_url: str) -> None:
+    # jsonb rewrites numbers (-0.0 as 0.0, 1E+2 as 100), orders keys and decodes escapes;
+    # the fields the models do not know are kept as they came, so the mirror gives back
+    # the service's bytes, not jsonb's reading of them. The jsonb stays queryable.
+    body = (
+        b'[{"invoice":{"id":1,"revision":2,"state":"open",'
+        b'"zero":-0.0,"hundred":1E+2,"tiny":1.50e-3,"b":"\\u00e9","a":[-0,0.10]}}]'
+    )
+    docs, failed = load_invoice_documents(body, "json", limit=10)
+    assert failed == []
+    sent = docs[0].document
+    async with PostgresStore(postgres_url, account="acme") as store:
+        assert (await store.apply_documents(docs)).created == [1]
+        assert [d async for d in store.iter_documents()] == [sent]
+        back = await store.get(1)
+    assert back is not None
+    assert {k: str(v) for k, v in back.extra.items()} == {
+        "zero": "-0.0",
+        "hundred": "1E+2",
+        "tiny": "0.00150",
+        "b": "é",
+        "a": "[0, Decimal('0.10')]",
+    }
+    with psycopg.connect(postgres_url) as conn:
+        row = conn.execute(
+            "SELECT document->>'state', (document->>'hundred')::numeric FROM invoicing_invoices"
+        ).fetchone()
+    assert row == ("open", 100)
+
+
 # -- schema ---------------------------------------------------------------------------------
 
 
@@ -287,15 +318,15 @@ async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> No
         psycopg.connect(postgres_url) as conn,
         conn.cursor() as cursor,
         cursor.copy(
-            "COPY invoicing_invoices (account, id, revision, document, synced_at, deleted_at)"
+            "COPY invoicing_invoices (account, id, revision, document, raw, synced_at, deleted_at)"
             " FROM STDIN"
         ) as copy,
     ):
         for ident in range(1, rows + 1):
-            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", AT, None))
+            copy.write_row(("big", ident, 1_400_000_000 + ident, "{}", b"{}", AT, None))
         for ident in range(1, 1001):  # another account's rows and a tombstone are not read
-            copy.write_row(("other", ident, 1, "{}", AT, None))
-        copy.write_row(("big", rows + 1, 1, "{}", AT, AT))
+            copy.write_row(("other", ident, 1, "{}", b"{}", AT, None))
+        copy.write_row(("big", rows + 1, 1, "{}", b"{}", AT, AT))
     async with PostgresStore(postgres_url, account="big") as store:
         await store.get(0)  # open the pool before measuring
         tracemalloc.start()

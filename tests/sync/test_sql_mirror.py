@@ -158,11 +158,13 @@ async def test_the_open_invoices_of_a_contact_come_from_the_index(mirror: Mirror
     with psycopg.connect(mirror.postgres_url, autocommit=True) as conn:
         with conn.cursor().copy(
             "COPY invoicing_invoices (account, id, revision, state, contact_id, document,"
-            " synced_at) FROM STDIN"
+            " raw, synced_at) FROM STDIN"
         ) as copy:
             for n in range(50_000):
                 state = ("draft", "open", "late", "paid")[n % 4]
-                copy.write_row(("acme", 10_000_000 + n, 1, state, n % 2000, "{}", mirror.since))
+                copy.write_row(
+                    ("acme", 10_000_000 + n, 1, state, n % 2000, "{}", b"{}", mirror.since)
+                )
         conn.execute("ANALYZE invoicing_invoices")
         sql = for_psycopg(QUERIES["Open invoices of a contact"]["PostgreSQL"])
         plan = conn.execute(f"EXPLAIN {sql}", {"account": "acme", "contact": 7}).fetchall()

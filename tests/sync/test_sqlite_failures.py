@@ -161,3 +161,68 @@ async def test_a_blocked_store_leaves_the_default_thread_pool_alone(tmp_path: Pa
         holder.execute("ROLLBACK")
         holder.close()
         assert (await blocked).created == [1]
+
+
+SYNC_DISK_FULL_CHILD = textwrap.dedent(
+    """
+    import asyncio, resource, signal, sys
+    import invoicing_async as ia
+    from invoicing_async.sync import SQLiteStore, SyncEngine
+
+    async def main(path, base_url, username, password):
+        auth = ia.BasicAuth(username, password)
+        async with (
+            ia.InvoicingClient(base_url, auth=auth, format="json",
+                               budget=ia.RateBudget(limit=100_000)) as client,
+            SQLiteStore(path) as store,
+        ):
+            await store.revisions()  # the file and its schema exist
+            # From here on no file may grow past 2 MiB: writes fail as on a full disk.
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+            try:
+                report = await SyncEngine(client, store, concurrency=2).run()
+            except ia.StoreError as exc:
+                print("StoreError", exc, sep="|")
+            else:
+                print("report", report.created, report.complete, report.error, sep="|")
+
+    asyncio.run(main(*sys.argv[1:]))
+    """
+)
+
+
+async def test_a_disk_that_fills_during_a_sync_run_is_named_and_the_next_run_finishes(
+    tmp_path: Path,
+) -> None:
+    """The engine mid-run on a disk that fills: the run ends with a message that names the
+    disk, the file holds whole batches only and passes SQLite's integrity check, and a run
+    with space again stores the rest."""
+    from invoicing_async.sync import SyncEngine
+    from invoicing_async.testing import FakeInvoicingService
+
+    db = tmp_path / "mirror.db"
+    async with FakeInvoicingService(tls=False, invoices=1500, seed=11) as service:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", SYNC_DISK_FULL_CHILD, str(db),
+            service.base_url, service.username, service.password,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        kind, *rest = out.decode().strip().split("|")
+        message = rest[0] if kind == "StoreError" else rest[2]
+        assert kind in ("StoreError", "report"), out
+        assert "disk is full" in message or "disk may be full" in message, message
+        assert "Traceback" not in err.decode()
+        with sqlite3.connect(db) as raw:
+            assert raw.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+            kept = raw.execute("SELECT count(*) FROM invoices").fetchone()[0]
+        raw.close()
+        assert 0 < kept < 1500, (kind, message)
+        assert kept % 100 == 0  # whole batches only
+        async with service.client(format="json") as client, SQLiteStore(db) as store:
+            report = await SyncEngine(client, store).run()
+            assert report.complete
+            assert len(await store.revisions()) == 1500
+    print(f"\n{kept} of 1500 invoices kept when the disk filled; {kind}: {message}")

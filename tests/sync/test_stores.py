@@ -98,9 +98,9 @@ async def test_documents_as_decoded_are_stored_and_read_back_as_the_models(
 ) -> None:
     """The engine hands stores each invoice as decoded; no store encodes it again, and
     what is read back equals the model decoded from the service."""
-    from invoicing_async._models.documents import dump_list
     from invoicing_async._models.stored import load_invoice_documents
     from invoicing_async.testing import FakeInvoicingService
+    from invoicing_async.testing._writers import dump_list
 
     service = FakeInvoicingService(invoices=30, seed=4)
     invoices = list(service.account.invoices.values())
@@ -134,9 +134,9 @@ async def test_documents_are_stored_as_given_and_read_back_as_the_models(
     them, with the revision rule of `write_outcome`."""
     import attrs
 
-    from invoicing_async._models.documents import dump_list
     from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
     from invoicing_async.testing import FakeInvoicingService
+    from invoicing_async.testing._writers import dump_list
 
     service = FakeInvoicingService(invoices=20, seed=5)
     invoices = list(service.account.invoices.values())
@@ -164,7 +164,7 @@ async def test_documents_are_stored_as_given_and_read_back_as_the_models(
 
 async def test_every_store_applies_the_one_revision_rule(store: Store) -> None:
     """`write_outcome` is the rule; each store (PostgreSQL's in SQL) gives its outcomes."""
-    from invoicing_async.sync import write_outcome
+    from invoicing_async._sync.store import write_outcome
 
     cases = [(None, False, 5), (10, False, 9), (10, False, 10), (10, False, 11), (10, True, 3)]
     ids = range(1, len(cases) + 1)

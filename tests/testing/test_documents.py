@@ -8,7 +8,7 @@ from decimal import Decimal
 import attrs
 import pytest
 
-from invoicing_async._models.documents import Format, dump_list, dump_model, dump_sync_entries
+from invoicing_async._models.documents import Format, dump_model
 from invoicing_async.models import (
     Invoice,
     InvoiceDetail,
@@ -18,6 +18,7 @@ from invoicing_async.models import (
 )
 from invoicing_async.testing import Account, FakeClock, FakeInvoicingService, populate
 from invoicing_async.testing._documents import sync_chunks
+from invoicing_async.testing._writers import dump_list, dump_sync_entries
 
 FORMATS: tuple[Format, ...] = ("xml", "json")
 SEND = {"email": "a@example.com", "invoice_email": "b@example.com", "send_method": "email"}

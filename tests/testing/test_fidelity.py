@@ -18,10 +18,10 @@ import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async._models.base import Model
 from invoicing_async._models.documents import Format, load_model
-from invoicing_async._models.payloads import dump_list
 from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing._writers import dump_list
 
 pytestmark = pytest.mark.slow  # 21 s of CPU for the module
 

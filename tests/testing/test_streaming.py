@@ -5,9 +5,10 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from invoicing_async._models.documents import Format, dump_list, dump_sync_entries
+from invoicing_async._models.documents import Format
 from invoicing_async.models import Invoice
 from invoicing_async.testing import FakeInvoicingService, _app, populate
+from invoicing_async.testing._writers import dump_list, dump_sync_entries
 
 ACCEPT = {"xml": "application/xml", "json": "application/json"}
 

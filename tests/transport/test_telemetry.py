@@ -4,6 +4,7 @@ all without the extra."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 import textwrap
@@ -223,3 +224,46 @@ def test_with_the_api_but_no_provider_no_span_is_made() -> None:
     assert not _telemetry.configured()
     with _telemetry.span("x") as span:
         assert span is None
+
+
+def span_text(spans: list[ReadableSpan]) -> str:
+    """Everything a span exporter would send of these spans, as one text."""
+    parts: list[str] = []
+    for s in spans:
+        parts += [s.name, str(s.status.description), repr(dict(s.attributes or {}))]
+        parts += [f"{e.name} {dict(e.attributes or {})!r}" for e in s.events]
+        parts += [repr(dict(s.resource.attributes))]
+    return "\n".join(parts)
+
+
+async def test_no_credential_reaches_a_span_an_event_or_a_metric(exported: Exported) -> None:
+    """Basic and OAuth 1 calls, a refused password, a retried 500 and a sync run: neither
+    a secret nor an Authorization header value is in any span, event (the recorded
+    exceptions included) or metric point."""
+    async with FakeInvoicingService(tls=False, invoices=120, seed=5, oauth1=True) as service:
+        oauth = service.oauth1_auth
+        wrong = ia.BasicAuth(service.username, f"wrong-{service.password}")
+        secrets = [service.password, wrong.password, oauth.consumer_secret, oauth.token_secret]
+        secrets += [
+            base64.b64encode(f"{service.username}:{password}".encode()).decode()
+            for password in (service.password, wrong.password)
+        ]
+        async with service.client(format="json") as client:
+            await SyncEngine(client, MemoryStore(), concurrency=2).run()
+        async with service.client(auth=wrong) as client:
+            with pytest.raises(ia.AuthenticationError):
+                await client.invoices.list()
+        service.account.faults.error_rate = 1.0
+        retry = ia.RetryPolicy(attempts=2, base_delay=0.01, jitter=False)
+        async with service.client(auth=oauth, retry=retry) as client:
+            with pytest.raises(ServerError):
+                await client.invoices.list()
+    spans = exported.spans()
+    assert {s.name for s in spans} >= {"invoicing.sync", "GET", "POST"}
+    assert any(e.name == "exception" for s in spans for e in s.events)  # messages recorded
+    text = span_text(spans) + repr([dict(p.attributes or {}) for p in exported.durations()])
+    for secret in secrets:
+        assert secret not in text
+    assert "oauth_signature" not in text
+    assert "Basic " not in text
+    assert "@" not in "".join(str((s.attributes or {}).get("url.full", "")) for s in spans)

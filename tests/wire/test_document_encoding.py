@@ -11,10 +11,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from invoicing_async._models.documents import dump_list, load_model
+from invoicing_async._models.documents import load_model
 from invoicing_async._wire.json import _default, encode_document
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.models import Invoice
+from invoicing_async.testing._writers import dump_list
 from tests.models.strategies import OFFSETS, models
 
 

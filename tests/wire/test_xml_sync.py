@@ -9,11 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models import documents
-from invoicing_async._models.documents import dump_sync_entries, load_sync_revisions
+from invoicing_async._models.documents import load_sync_revisions
 from invoicing_async._wire import xml_sync
 from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import SyncEntry
+from invoicing_async.testing._writers import dump_sync_entries
 
 MANY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

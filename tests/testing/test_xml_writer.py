@@ -10,8 +10,8 @@ import pytest
 
 from invoicing_async._models.payloads import to_wire
 from invoicing_async._wire.xml import PlainList, encode_xml
-from invoicing_async._wire.xml_writer import XML_DECLARATION, xml_element
 from invoicing_async.testing import FakeInvoicingService
+from invoicing_async.testing._xml_writer import XML_DECLARATION, xml_element
 
 
 def written(root: str, data: dict[str, Any]) -> bytes:
