@@ -7,6 +7,7 @@ python -m benchmarks.run jobs       # bench_jobs (2,000 accounts, ~10 min): only
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import platform
@@ -39,10 +40,39 @@ def table(results: list[Result]) -> str:
     return markdown_table([r.as_dict() for r in results])
 
 
-def main(argv: list[str]) -> int:
-    chosen = [m for m in MODULES if not argv or any(a in m for a in argv)]
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description="Run the benchmarks, print a table and record the rows run in "
+        "benchmarks/results/latest.json (rows of benchmarks not run are kept).",
+        epilog=f"benchmarks: {', '.join(m.removeprefix('bench_') for m in MODULES)}; "
+        f"run only when named: {', '.join(m.removeprefix('bench_') for m in OPTIONAL)}",
+    )
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="run only the benchmarks whose module name contains NAME (default: all but "
+        "the optional ones)",
+    )
+    return parser
+
+
+def chosen_modules(names: list[str]) -> list[str]:
+    """The benchmark modules `names` select (all but the optional ones when none)."""
+    chosen = [m for m in MODULES if not names or any(a in m for a in names)]
     # Named by their own part ("jobs"), so a broad word such as "bench" leaves them out.
-    chosen += [m for m in OPTIONAL if any(a == m or a in m.removeprefix("bench_") for a in argv)]
+    chosen += [m for m in OPTIONAL if any(a == m or a in m.removeprefix("bench_") for a in names)]
+    return chosen
+
+
+def main(argv: list[str]) -> int:
+    """Run the chosen benchmarks; `--help`, or names that choose none, run and write nothing."""
+    parser = _parser()
+    names = parser.parse_args(argv).names
+    chosen = chosen_modules(names)
+    if not chosen:
+        parser.error(f"no benchmark matches {' '.join(names)}")
     results: list[Result] = []
     started = time.perf_counter()
     for name in chosen:

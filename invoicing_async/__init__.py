@@ -5,9 +5,11 @@ The public names are the ones below and those of `invoicing_async.models`,
 modules whose names start with an underscore are implementation.
 """
 
+from invoicing_async import _logs
 from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._models.payloads import Format
+from invoicing_async._resources.raw import APIResponse
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
 from invoicing_async._transport.failures import SendError
 from invoicing_async._transport.http import RequestEvent
@@ -41,6 +43,7 @@ from invoicing_async.errors import (
 
 __all__ = [
     "APIConnectionError",
+    "APIResponse",
     "APITimeoutError",
     "Auth",
     "AuthenticationError",
@@ -77,3 +80,5 @@ __all__ = [
     "ValidationError",
     "__version__",
 ]
+
+_logs.configure_from_env()  # INVOICING_LOG=debug|info|warning: the package's log, no code

@@ -249,6 +249,7 @@ class AccountRun:
     wait_for_budget: bool = False
     force_deletions: bool = False
     observers: Sequence[RunObserver] = ()
+    progress: bool = False  # draw the engine's progress bar (SyncEngine(progress=True))
     schedule: Callable[[RunOutcome], float] | None = None
 
     async def run(self) -> RunOutcome:
@@ -302,6 +303,7 @@ class AccountRun:
                 wait_for_budget=self.wait_for_budget,
                 force_deletions=self.force_deletions,
                 on_progress=self._progress if self.observers else None,
+                progress=self.progress,
             )
             report = await engine.run()
         return outcome_of_report(self.account, report)

@@ -16,6 +16,7 @@ from yarl import URL
 from invoicing_async._budget.budget import RateBudget, spender_of
 from invoicing_async._models.documents import Format, load_model
 from invoicing_async._resources.invoices import InvoicesResource
+from invoicing_async._resources.raw import RawOperations
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.environment import settings_from_env
@@ -49,6 +50,10 @@ class InvoicingClient:
     (`None`: wait as long as it takes). `timeout` bounds each attempt; `deadline`, when
     set, bounds the whole call (budget wait, retries and backoff included).
     `with_options()` changes these for the calls made through the copy it returns.
+
+    Requests go through the proxy of `HTTPS_PROXY` (`HTTP_PROXY` for http) unless
+    `NO_PROXY` names the host, as most HTTP clients do; `trust_env=False` ignores them. A
+    session you pass in follows its own `trust_env`.
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class InvoicingClient:
         user_agent: str | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
         trace_configs: list[aiohttp.TraceConfig] | None = None,
+        trust_env: bool = True,
         sender: Sender | None = None,
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
@@ -95,6 +101,7 @@ class InvoicingClient:
             user_agent=user_agent,
             on_request=on_request,
             trace_configs=trace_configs,
+            trust_env=trust_env,
         )
         spender_of(budget).bind(_account_host(self._transport.base_url))
         self._validate = validate
@@ -187,6 +194,18 @@ class InvoicingClient:
     def is_closed(self) -> bool:
         """True after `aclose()` (or the end of `async with`): make a new client then."""
         return self._transport.is_closed
+
+    @property
+    def with_raw_response(self) -> RawOperations[InvoicingClient]:
+        """The client's own operation with its HTTP answer:
+        ``raw = await client.with_raw_response.current_session()`` (an `APIResponse`)."""
+        return RawOperations(self._requester, self._rewired, frozenset({"current_session"}))
+
+    def _rewired(self, transport: BoundTransport) -> InvoicingClient:
+        """This client sending its own operation through `transport` (the raw view's)."""
+        clone = copy.copy(self)
+        clone._requester = transport  # noqa: SLF001 - setting up the copy of self
+        return clone
 
     async def current_session(self) -> CurrentSession:
         """The session and active user: GET /current_session.xml (root `<user>`)."""

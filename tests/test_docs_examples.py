@@ -15,6 +15,11 @@ import ast
 import asyncio
 import inspect
 import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,11 @@ EXAMPLE = re.compile(
 HOST = "https://acme.example.com"
 USERNAME, PASSWORD = "api-user", "secret"
 APPS = {"fastapi", "aiohttp"}  # define an app: served by the tests at the end
+# Run against the `fake-server` command the page starts (the test at the end), not HOST.
+AGAINST_FAKE_SERVER = {"quickstart"}
+FAKE_SERVER = re.compile(
+    r"^<!-- fake-server: (?P<name>[\w-]+) -->\n```bash\n(?P<line>[^\n]*)\n```", re.M
+)
 
 
 @attrs.frozen
@@ -109,7 +119,7 @@ def test_examples_are_found() -> None:
     assert len(EXAMPLES) > len(APPS)
 
 
-@pytest.mark.parametrize("name", sorted(set(EXAMPLES) - APPS))
+@pytest.mark.parametrize("name", sorted(set(EXAMPLES) - APPS - AGAINST_FAKE_SERVER))
 def test_the_example_runs(
     name: str,
     fake: FakeInvoicingService,
@@ -145,6 +155,61 @@ async def test_the_aiohttp_example(account_env: int, fake: FakeInvoicingService)
         assert body["id"] == account_env
         assert isinstance(body["total_price_incl_tax"], str)
         assert (await http.get("/invoices/999999")).status == 404
+
+
+def fake_server_lines() -> dict[str, str]:
+    """The `fake-server` command each example is run against, by example name."""
+    return {
+        match["name"]: match["line"]
+        for page in PAGES
+        for match in FAKE_SERVER.finditer(page.read_text(encoding="utf-8"))
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("name", sorted(AGAINST_FAKE_SERVER))
+def test_the_example_runs_against_the_fake_server_command(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line of the page, then its code, as pasted; only the port is a free one
+    (the same in both), and the command runs as `python -m invoicing_async`."""
+    line = fake_server_lines()[name]
+    command = shlex.split(line)
+    assert command[0].endswith("invoicing-async")
+    assert command[1] == "fake-server"
+    port = command[command.index("--port") + 1]
+    mine = str(free_port())
+    command[command.index("--port") + 1] = mine
+    example = EXAMPLES[name]
+    assert f"127.0.0.1:{port}" in example.code
+    monkeypatch.chdir(tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "invoicing_async", *command[1:]],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        banner: list[str] = []
+        while len(banner) < 20 and not (banner and banner[-1].startswith("Press Ctrl-C")):
+            text = server.stdout.readline()
+            assert text, f"the fake server ended: {banner}"
+            banner.append(text)
+        assert banner[-1].startswith("Press Ctrl-C"), banner
+        assert f"  base URL:  http://127.0.0.1:{mine}\n" in banner
+        run(attrs.evolve(example, code=example.code.replace(f":{port}", f":{mine}")), "")
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.communicate(timeout=60)
+    out = capsys.readouterr().out
+    assert "signed in as " in out
+    assert re.search(r"^\d+ open invoices$", out, re.M)
+    assert re.search(r"^1000 new, 0 updated, 11 requests$", out, re.M)
 
 
 def test_the_readme_links_to_files_that_exist() -> None:

@@ -112,3 +112,23 @@ async def test_the_documented_walkthrough(tmp_path: Path) -> None:
             await SyncEngine(client, store).run()
             assert await store.get(paid.id) is None  # None once deleted
             await store.close()
+
+
+async def test_raw_responses_as_the_spec_writes_them() -> None:
+    async with (
+        FakeInvoicingService(invoices=2) as service,
+        ia.InvoicingClient(service.base_url, auth=service.auth, ssl=service.ssl_context) as client,
+    ):
+        ident = min(service.account.invoices)
+        raw = await client.invoices.with_raw_response.get(ident)
+        assert isinstance(raw, ia.APIResponse)
+        assert raw.status_code == 200
+        assert int(raw.headers["X-RateLimit-Limit"]) == raw.rate_limit
+        assert int(raw.headers["X-RateLimit-Remaining"]) == raw.rate_limit_remaining
+        invoice = raw.parse()
+        assert isinstance(invoice, m.Invoice)
+        assert invoice.id == ident
+        templates = await client.recurring_templates.with_raw_response.list()
+        assert isinstance(templates.parse(), list)
+        raw = await client.with_raw_response.current_session()
+        assert isinstance(raw.parse(), m.CurrentSession)

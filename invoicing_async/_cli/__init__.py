@@ -16,8 +16,8 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoicing_async._cli.logs import printable
 from invoicing_async._cli.options import CommandParser, add_command, positive_int
+from invoicing_async._logs import printable
 from invoicing_async._version import __version__
 
 if TYPE_CHECKING:
@@ -46,8 +46,12 @@ def _parser() -> CommandParser:
     )
     demo.add_argument("--invoices", type=positive_int, default=3000, help="invoices to generate")
     demo.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
-    demo.add_argument("--format", choices=("xml", "json"), default="xml")
-    demo.add_argument("--seed", type=int, default=2014)
+    demo.add_argument(
+        "--format", choices=("xml", "json"), default="xml", help="wire format (default: xml)"
+    )
+    demo.add_argument(
+        "--seed", type=int, default=2014, help="seed of the generated invoices and changes"
+    )
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     sync = add_command(commands, "sync", help="mirror an account's invoices into a SQLite file")
@@ -68,7 +72,9 @@ def _parser() -> CommandParser:
         help=f"environment variable holding the password (default ${ENV_PASSWORD}); "
         "never given on the command line, where other users could read it",
     )
-    sync.add_argument("--format", choices=("xml", "json"), default="xml")
+    sync.add_argument(
+        "--format", choices=("xml", "json"), default="xml", help="wire format (default: xml)"
+    )
     sync.add_argument("--ca-file", type=Path, help="extra CA certificate to trust (PEM)")
     sync.add_argument(
         "--dry-run", action="store_true", help="list and plan; fetch nothing, write nothing"
@@ -76,8 +82,10 @@ def _parser() -> CommandParser:
     sync.add_argument("--json", action="store_true", help="print the report as JSON")
     sync.add_argument("--wait-for-budget", action="store_true", help="wait for the hourly budget")
     sync.add_argument("--force-deletions", action="store_true", help="apply mass deletions")
-    sync.add_argument("--concurrency", type=positive_int, default=4)
-    sync.add_argument("--no-progress", action="store_true")
+    sync.add_argument(
+        "--concurrency", type=positive_int, default=4, help="fetch requests in flight at once"
+    )
+    sync.add_argument("--no-progress", action="store_true", help="no progress bar")
     _budget_arguments(sync)
 
     many = add_command(
@@ -94,11 +102,19 @@ def _parser() -> CommandParser:
     add_job_commands(commands)
 
     fake = add_command(commands, "fake-server", help="run the fake service until interrupted")
-    fake.add_argument("--host", default="127.0.0.1")
-    fake.add_argument("--port", type=int, default=8443)
-    fake.add_argument("--invoices", type=int, default=1000)
-    fake.add_argument("--seed", type=int, default=0)
-    fake.add_argument("--username", default="api-user")
+    fake.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    fake.add_argument("--port", type=int, default=8443, help="port to listen on (default: 8443)")
+    fake.add_argument(
+        "--invoices", type=int, default=1000, help="invoices generated per account (default: 1000)"
+    )
+    fake.add_argument(
+        "--seed", type=int, default=0, help="seed of the generated invoices (same seed, same data)"
+    )
+    fake.add_argument(
+        "--username", default="api-user", help="Basic user of the first account (default: api-user)"
+    )
     fake.add_argument("--password", default=None, help="default: a random one, printed")
     fake.add_argument("--no-tls", action="store_true", help="serve plain http (loopback only)")
     fake.add_argument("--limit", type=int, default=350, help="requests per hour per account")
@@ -213,7 +229,6 @@ def _budget_arguments(parser: argparse.ArgumentParser) -> None:
 async def _sync(args: argparse.Namespace) -> int:
     import invoicing_async as ia
     from invoicing_async._account_run import AccountRun, Credentials
-    from invoicing_async._cli.progress import ProgressBar
     from invoicing_async._cli.sync_many import StoreLock
     from invoicing_async._secrets import SecretPolicy
     from invoicing_async._transport.environment import auth_from_env
@@ -236,7 +251,6 @@ async def _sync(args: argparse.Namespace) -> int:
     db: Path = args.db
     # A dry run writes nothing: no lock file, and no database file where there is none.
     lock = None if args.dry_run else StoreLock(db)
-    bar = None if args.no_progress or args.json else ProgressBar("sync")
     run = AccountRun(
         account=str(db),
         base_url=args.base_url,
@@ -251,13 +265,9 @@ async def _sync(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         wait_for_budget=args.wait_for_budget,
         force_deletions=args.force_deletions,
-        observers=() if bar is None else (bar,),
+        progress=not (args.no_progress or args.json),
     )
-    try:
-        outcome = await run.run()
-    finally:
-        if bar is not None:
-            bar.close()
+    outcome = await run.run()
     if outcome.report is None:
         if outcome.status == "locked":
             print(f"another sync holds {lock.path if lock else db}: not started", file=sys.stderr)

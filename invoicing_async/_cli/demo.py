@@ -10,8 +10,7 @@ from pathlib import Path
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome, exit_code
-from invoicing_async._cli.progress import ProgressBar
+from invoicing_async._account_run import AccountRun, RunOutcome, exit_code
 from invoicing_async._sync.plan import batches_for
 from invoicing_async._sync.sqlite import SQLiteStore
 from invoicing_async.testing import FakeClock, FakeInvoicingService
@@ -55,7 +54,7 @@ async def _demo(
         ca = tmp / "ca.pem"
         service.write_ca(ca)
 
-        async def sync(title: str, *observers: RunObserver) -> RunOutcome:
+        async def sync(title: str, *, progress: bool = False) -> RunOutcome:
             outcome = await AccountRun(
                 account="demo",
                 base_url=service.base_url,
@@ -63,15 +62,12 @@ async def _demo(
                 open_store=lambda: SQLiteStore(store_path),
                 format="json" if fmt == "json" else "xml",
                 ca_file=ca,
-                observers=observers,
+                progress=progress,
             ).run()
             print(_line(title, outcome) if outcome.report else f"{title}: {outcome.error}")
             return outcome
 
-        bar = ProgressBar("first sync") if progress else None
-        first = await sync("first sync", *(() if bar is None else (bar,)))
-        if bar is not None:
-            bar.close()
+        first = await sync("first sync", progress=progress)
 
         rng = random.Random(seed)
         ids = sorted(service.account.invoices)

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicing_async._cli.logs import printable
 from invoicing_async._cli.options import add_command, positive_int
 from invoicing_async._extras import install_hint
+from invoicing_async._logs import printable
 from invoicing_async._secrets import DEFAULT_ENV_PREFIX
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ def add_job_commands(commands: Any) -> None:
     accounts = commands.add_parser("accounts", help="the accounts workers sync")
     account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
     add = add_command(account_commands, "add", help="add an account (due at once)")
-    add.add_argument("name")
-    add.add_argument("--base-url", required=True)
+    add.add_argument("name", help="the account's name, unique in the database")
+    add.add_argument("--base-url", required=True, help="the account's own https address")
     add.add_argument("--username", required=True, help="or the OAuth 1 consumer key")
     add.add_argument(
         "--secret",
@@ -62,7 +62,9 @@ def add_job_commands(commands: Any) -> None:
         "file:/path (owner-only); never the secret itself. Workers read only variables "
         "under their --secret-env-prefix and files under their --secrets-dir",
     )
-    add.add_argument("--format", choices=("xml", "json"), default="xml")
+    add.add_argument(
+        "--format", choices=("xml", "json"), default="xml", help="wire format (default: xml)"
+    )
     add.add_argument("--oauth1", action="store_true", help="OAuth 1 instead of Basic")
     add.add_argument("--token", help="OAuth 1 token")
     add.add_argument("--token-secret", metavar="REF", help="OAuth 1: env:VARIABLE or file:/path")
@@ -80,13 +82,15 @@ def add_job_commands(commands: Any) -> None:
         help="add or update many accounts from a TOML (as sync-many's) or CSV file; "
         "every row is checked first: one bad row and nothing is written",
     )
-    bulk.add_argument("file", type=Path, metavar="FILE")
+    bulk.add_argument(
+        "file", type=Path, metavar="FILE", help="a TOML accounts file, or CSV with a header row"
+    )
     _database_argument(bulk)
     listing = add_command(account_commands, "list", help="list the accounts (no secrets)")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print the accounts as JSON")
     _database_argument(listing)
     remove = add_command(account_commands, "remove", help="remove an account and its runs")
-    remove.add_argument("name")
+    remove.add_argument("name", help="the account to remove")
     remove.add_argument("--purge", action="store_true", help="delete its stored invoices too")
     _database_argument(remove)
 
@@ -99,7 +103,13 @@ def add_job_commands(commands: Any) -> None:
         action="store_true",
         help="stop when no job is left; exit 1 if any run ended in error",
     )
-    worker.add_argument("--heartbeat", type=float, default=10.0, metavar="SECONDS")
+    worker.add_argument(
+        "--heartbeat",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the worker says it is alive (default: 10)",
+    )
     worker.add_argument(
         "--stalled-after",
         type=float,
@@ -147,12 +157,12 @@ def add_job_commands(commands: Any) -> None:
     _database_argument(worker)
 
     enqueue = add_command(commands, "enqueue", help="queue accounts to sync now")
-    enqueue.add_argument("accounts", nargs="*", metavar="ACCOUNT")
+    enqueue.add_argument("accounts", nargs="*", metavar="ACCOUNT", help="accounts to sync now")
     enqueue.add_argument("--all", action="store_true", help="every account")
     _database_argument(enqueue)
 
     status = add_command(commands, "status", help="each account's last run and next due time")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.add_argument(
         "--check",
         action="store_true",

@@ -51,8 +51,8 @@ def _logging_options() -> CommandParser:
     group.add_argument(
         "--log-format",
         choices=("text", "json"),
-        default="text",
-        help="text lines, or JSON lines for log shippers (on stderr)",
+        help="text lines (the default, or INVOICING_LOG_FORMAT), or JSON lines for log "
+        "shippers (on stderr)",
     )
     return common
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -9,6 +10,7 @@ from urllib.parse import quote
 
 from invoicing_async._models.payloads import Format
 from invoicing_async._resources import validation
+from invoicing_async._resources.raw import RawOperations, operations_of
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
@@ -30,6 +32,7 @@ class Identified(Protocol):
 
 
 IdentifiedT = TypeVar("IdentifiedT", bound=Identified)
+ResourceT = TypeVar("ResourceT", bound="Resource")
 
 
 def id_of(target: int | IdentifiedT, cls: type[IdentifiedT]) -> int:
@@ -88,6 +91,18 @@ class Resource:
         self._transport = transport
         self._validate = validate
         self._today = today
+
+    @property
+    def with_raw_response(self: ResourceT) -> RawOperations[ResourceT]:
+        """Every operation, returning an `APIResponse` (status, headers, elapsed time,
+        ``.parse()`` for the usual model): ``await client.invoices.with_raw_response.get(42)``."""
+        return RawOperations(self._transport, self._rewired, operations_of(type(self)))
+
+    def _rewired(self: ResourceT, transport: BoundTransport) -> ResourceT:
+        """This resource sending through `transport` (the raw view's recorder)."""
+        clone = copy.copy(self)
+        clone._transport = transport  # noqa: SLF001 - setting up the copy of self
+        return clone
 
     @property
     def _fmt(self) -> Format:

@@ -6,11 +6,12 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from invoicing_async import _telemetry
 from invoicing_async._sync.fetching import Fetched, FetchPhase, SyncSettings
 from invoicing_async._sync.plan import SyncPlan
+from invoicing_async._sync.progress import ProgressBar
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import BatchResult, PendingEntry, Store
@@ -28,6 +29,11 @@ class SyncEngine:
     A run with N changed invoices costs 1 + ceil(N / 100) requests when nothing fails.
     The one place where a sync run is assembled: plan, deletions, the fetch phase
     (`fetch_phase`, which other consumers iterate too) and the pending plan.
+
+    `progress=True` draws a `tqdm.auto` bar of each run (a widget in a notebook, text on
+    a terminal's stderr): invoices fetched, requests spent and the budget left, as the
+    `sync` command shows. `on_progress` gets the same counts after each batch, for a
+    display of your own.
     """
 
     def __init__(
@@ -44,6 +50,7 @@ class SyncEngine:
         wait_for_budget: bool = False,
         dry_run: bool = False,
         on_progress: Callable[[SyncProgress], None] | None = None,
+        progress: bool = False,
         on_batch: Callable[[BatchCommitted], None] | None = None,
         recheck_within: float = 5.0,
         clock: Callable[[], float] = time.time,
@@ -67,8 +74,20 @@ class SyncEngine:
             clock=clock,
         )
         self.dry_run = dry_run
+        self._bar = ProgressBar("sync") if progress else None
+        if self._bar is not None:
+            on_progress = _both(on_progress, self._bar.update)
         self.on_progress = on_progress
         self.on_batch = on_batch
+
+    @contextlib.contextmanager
+    def _drawing(self) -> Iterator[None]:
+        """The progress bar, if any, ends with the run (a next run draws a new one)."""
+        try:
+            yield
+        finally:
+            if self._bar is not None:
+                self._bar.close()
 
     async def plan(self) -> tuple[SyncPlan, int]:
         """List and diff, without fetching or writing: (plan, requests spent)."""
@@ -92,7 +111,7 @@ class SyncEngine:
     async def run(self) -> SyncReport:
         """List, diff, then fetch and store what changed; in an OpenTelemetry span
         (`invoicing.sync`) when OpenTelemetry is configured."""
-        with _telemetry.span("invoicing.sync") as span:
+        with _telemetry.span("invoicing.sync") as span, self._drawing():
             report = await self._run()
             if span is not None:
                 span.set_attributes(
@@ -196,9 +215,24 @@ class SyncEngine:
         report = SyncReport(planned=len(unique))
         # One attempt each: an id the service does not return is not retried here.
         phase = self.fetch_phase(plan, report, max_attempts=1)
-        await self._write_all(phase, first_request)
+        with self._drawing():
+            await self._write_all(phase, first_request)
         report.quarantined = []
         report.pending = sorted(phase.queued_ids())
         report.requests = self.client.requests_sent - first_request
         report.seconds = time.monotonic() - started
         return report
+
+
+def _both(
+    first: Callable[[SyncProgress], None] | None, then: Callable[[SyncProgress], None]
+) -> Callable[[SyncProgress], None]:
+    """One progress callback calling `first` (when given), then `then`."""
+    if first is None:
+        return then
+
+    def both(progress: SyncProgress) -> None:
+        first(progress)
+        then(progress)
+
+    return both

@@ -46,6 +46,7 @@ from invoicing_async._version import __version__
 from invoicing_async.errors import (
     APITimeoutError,
     ClientClosedError,
+    RateLimitExceeded,
     RedirectError,
     ResponseTooLargeError,
 )
@@ -106,6 +107,7 @@ class HTTPTransport:
         user_agent: str | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
         trace_configs: list[aiohttp.TraceConfig] | None = None,
+        trust_env: bool = True,
     ) -> None:
         if fmt not in CONTENT_TYPES:
             raise ValueError(f"format must be 'xml' or 'json', not {fmt!r}")
@@ -122,7 +124,7 @@ class HTTPTransport:
         )
         self.on_request = on_request
         self.sender: Sender = sender or AiohttpSender(
-            session=session, ssl=ssl, trace_configs=trace_configs
+            session=session, ssl=ssl, trace_configs=trace_configs, trust_env=trust_env
         )
         self._closed = False
         self.requests_sent = 0  # every HTTP request, retries and redirects included
@@ -255,6 +257,9 @@ class HTTPTransport:
                     await self._backoff(policy, method, url, attempt, None, str(failure.error))
                     continue
                 raise failure.error from failure.error.__cause__
+            except RateLimitExceeded as refused:  # by the budget, before anything was sent
+                self._log_refusal(method, url, refused, attempt_opts)
+                raise
             status = response.status
             if 200 <= status < 300:
                 return response
@@ -282,6 +287,25 @@ class HTTPTransport:
             if error is not None:
                 raise error
             return response
+
+    def _log_refusal(
+        self, method: str, url: URL, refused: RateLimitExceeded, opts: CallOptions
+    ) -> None:
+        """One warning a refused call: the account's host, the wait it would have needed,
+        and the budget left (an operator otherwise sees only the app's own 503s)."""
+        base = self.base_url
+        host = base.host if base.explicit_port is None else f"{base.host}:{base.explicit_port}"
+        wait, left = refused.retry_after, self.budget.snapshot().remaining
+        logger.warning(
+            "%s %s refused without sending: %s's budget would need ~%.0fs (max_wait=%s), %d left",
+            method,
+            url.path,
+            host,
+            wait if wait is not None else float("nan"),
+            "none" if opts.max_wait is None else f"{opts.max_wait:g}s",
+            left,
+            extra={"host": host, "would_wait": wait, "budget_left": left},
+        )
 
     @staticmethod
     def _may_retry(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as ssl_module
+import urllib.request
 from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
@@ -67,6 +68,7 @@ class AiohttpSender:
         session: aiohttp.ClientSession | None = None,
         ssl: ssl_module.SSLContext | bool | None = None,
         trace_configs: list[aiohttp.TraceConfig] | None = None,
+        trust_env: bool = True,
     ) -> None:
         self._session = session
         self._owns_session = session is None
@@ -74,6 +76,19 @@ class AiohttpSender:
         self._keeper: AsyncGenerator[None, None] | None = None
         self._ssl = ssl
         self._trace_configs = trace_configs
+        # Our own session takes the proxy of `HTTPS_PROXY`/`HTTP_PROXY` unless `NO_PROXY`
+        # names the host; a borrowed session follows its own `trust_env`. Without any
+        # proxy variable (read now) a request does no lookup at all.
+        self._trust_env = trust_env and session is None and bool(urllib.request.getproxies())
+        self._proxies: dict[tuple[str, str | None], _Proxy] = {}
+
+    def _proxy_for(self, url: URL) -> _Proxy:
+        """The environment's proxy for `url`'s scheme and host, looked up once per pair."""
+        key = (url.scheme, url.host)
+        found = self._proxies.get(key)
+        if found is None:
+            found = self._proxies[key] = env_proxy(url)
+        return found
 
     def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -114,6 +129,7 @@ class AiohttpSender:
         if self._keeper is None:
             await self._keep()
         assert self._session is not None
+        proxy, proxy_headers = self._proxy_for(request.url) if self._trust_env else _NO_PROXY
         try:
             async with self._session.request(
                 request.method,
@@ -123,12 +139,33 @@ class AiohttpSender:
                 allow_redirects=False,
                 timeout=request.timeout,
                 ssl=self._ssl if self._ssl is not None else True,
+                proxy=proxy,
+                proxy_headers=proxy_headers,
             ) as resp:
                 body = await _read_limited(resp, request)
                 return RawResponse(status=resp.status, headers=resp.headers, body=body)
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             failure = connection_failure(exc, request.method, request.url, request.timeout)
         raise failure  # outside the except block: the aiohttp exception is not kept
+
+
+_Proxy = tuple[URL | None, dict[str, str] | None]
+_NO_PROXY: _Proxy = (None, None)
+
+
+def env_proxy(url: URL) -> _Proxy:
+    """The proxy the environment gives `url` (`HTTPS_PROXY` or `HTTP_PROXY` by its scheme,
+    lower case too; none for a host `NO_PROXY` names), as aiohttp's `trust_env` reads it;
+    credentials in the proxy's URL become its `Proxy-Authorization` header."""
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme)
+    if not proxy or (url.host is not None and urllib.request.proxy_bypass(url.host)):
+        return _NO_PROXY
+    address = URL(proxy)
+    if address.user is None:
+        return address, None
+    login = aiohttp.encode_basic_auth(address.user, address.password or "")
+    return address.with_user(None), {"Proxy-Authorization": login}
 
 
 async def _session_keeper(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:

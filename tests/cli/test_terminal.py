@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from invoicing_async._cli.logs import TextFormatter, printable
+from invoicing_async._logs import TextFormatter, printable
 
 FORGED = "bad request\n2026-11-25 10:00:00,000 INFO invoicing_async: all good\x1b[2J\x1b]0;x\x07"
 

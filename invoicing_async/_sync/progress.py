@@ -1,4 +1,5 @@
-"""A tqdm progress bar fed by the sync engine's progress callback.
+"""The sync's progress bar (`SyncEngine(progress=True)`, the commands' bar): tqdm, fed
+by the engine's progress callback.
 
 `tqdm.auto` draws a widget in notebooks (one line that updates, not a chunk of stderr
 per batch) and text elsewhere; on stderr it draws only on a terminal (redirected output
@@ -11,25 +12,22 @@ from typing import IO
 
 from tqdm.auto import tqdm
 
-from invoicing_async._account_run import AccountRun, RunObserver
 from invoicing_async._sync.report import SyncProgress
 
 __all__ = ["ProgressBar"]
 
 
-class ProgressBar(RunObserver):
+class ProgressBar:
     """Shows invoices fetched, requests spent and the budget left; draws on stderr when
-    it is a terminal, or on the `file` given."""
+    it is a terminal (a widget in a notebook), or on the `file` given."""
 
     def __init__(self, label: str, *, file: IO[str] | None = None) -> None:
         self._bar: tqdm[None] | None = None
         self._label = label
         self._file = file
 
-    def progress(self, _run: AccountRun, progress: SyncProgress) -> None:
-        self.update(progress)
-
     def update(self, progress: SyncProgress) -> None:
+        """Draw the counts after a committed batch (the bar appears at the first)."""
         bar = self._bar
         if bar is None:
             # The bar starts at the first committed batch: counting that batch as done
@@ -49,6 +47,7 @@ class ProgressBar(RunObserver):
         bar.refresh()
 
     def close(self) -> None:
+        """End the bar (the next update starts a new one)."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
