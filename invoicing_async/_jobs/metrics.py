@@ -2,8 +2,8 @@
 
 Run metrics come from a `RunObserver` told of every run's outcome; the database's view
 (accounts overdue, jobs queued) is read when Prometheus scrapes. `/healthz` answers 200
-while the worker's heartbeat (its stalled-job watchdog, which reaches the database on
-every tick) is fresh and the database answers, else 503 with the reason. Needs the
+while the worker can run jobs (its listener, fetch loop and heartbeat alive), its
+watchdog's heartbeat is fresh and the database answers, else 503 with the reason. Needs the
 `[metrics]` extra (prometheus-client); served by aiohttp, which the client already uses.
 """
 
@@ -109,10 +109,17 @@ def _host(base_url: str) -> str:
     return str(url.host) if url.explicit_port is None else f"{url.host}:{url.explicit_port}"
 
 
-def health(heartbeat_age: float, stale_after: float, database_error: str | None) -> str | None:
+def health(
+    heartbeat_age: float,
+    stale_after: float,
+    database_error: str | None,
+    worker_problem: str | None = None,
+) -> str | None:
     """Why the worker is unhealthy, or None when it is healthy."""
     if database_error is not None:
         return f"database unreachable: {database_error}"
+    if worker_problem is not None:
+        return worker_problem
     if heartbeat_age > stale_after:
         return f"heartbeat stale: last {heartbeat_age:.0f}s ago (limit {stale_after:g}s)"
     return None
@@ -182,7 +189,7 @@ class MetricsServer:
         except Exception as exc:
             error = " ".join(str(exc).split()) or type(exc).__name__
         age = self._clock() - self.jobs.heartbeat_at
-        reason = health(age, self.jobs.stalled_after, error)
+        reason = health(age, self.jobs.stalled_after, error, self.jobs.job_worker_problem)
         if reason is None:
             return web.Response(text="ok\n")
         return web.Response(status=503, text=f"{reason}\n")

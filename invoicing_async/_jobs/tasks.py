@@ -20,11 +20,12 @@ import asyncio
 import functools
 import logging
 import os
+import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
@@ -42,12 +43,12 @@ from invoicing_async._jobs.status import (
     start_run,
 )
 from invoicing_async._postgres import locks, migrations
-from invoicing_async._postgres.connect import connection_pool, where_of
+from invoicing_async._postgres.connect import connection_pool, describe, where_of
 from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.report import SyncProgress
-from invoicing_async.errors import ConfigurationError
+from invoicing_async.errors import ConfigurationError, StoreError
 
 if TYPE_CHECKING:
     import procrastinate
@@ -76,6 +77,9 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
         OR (j.status = 'doing' AND j.lock = a.name)))
 """
 _INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Seconds between the tries to record a run's outcome while the database is away.
+_FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 def require_procrastinate() -> None:
@@ -128,7 +132,14 @@ class Jobs:
         # Given our pool when the app opens; the URL serves only a use before that.
         connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
+        from invoicing_async._jobs.manager import WatchedJobManager
+
+        self.manager = WatchedJobManager(connector)
+        self.app.job_manager = self.manager
         self._register(self.app)
+        # Why the job worker cannot run jobs (see `job_worker_problem`).
+        self.worker_problem: str | None = None
+        self._stop_requested = False
 
     def _register(self, app: procrastinate.App) -> None:
         from procrastinate import JobContext
@@ -278,26 +289,77 @@ class Jobs:
         """Dispatch once (a restarted worker picks up lost work at once), then work.
 
         Succeeded jobs are deleted (`invoicing_runs` keeps the history); failed ones, those
-        of lost workers, stay for inspection.
+        of lost workers, stay for inspection. SIGINT and SIGTERM (with
+        `install_signal_handlers`) stop it gently: running jobs end first. When the job
+        worker stops by itself (its listener, fetch loop or heartbeat lost the database),
+        `StoreError` is raised once its running jobs have ended, so that the process exits
+        non-zero and its supervisor starts it again: a worker left up without a listener
+        would never run a job again.
         """
         await self.dispatch()
+        self._stop_requested = False
+        self.manager.failure = None
         watchdog = asyncio.create_task(
             self.watch_stalled(max(0.1, min(heartbeat, self.stalled_after / 2)))
         )
-        try:
-            await self.app.run_worker_async(
+        worker = asyncio.create_task(
+            self.app.run_worker_async(
                 concurrency=concurrency,
                 wait=wait,
                 name=f"{socket.gethostname()}:{os.getpid()}",
                 update_heartbeat_interval=heartbeat,
                 stalled_worker_timeout=self.stalled_after,
-                install_signal_handlers=install_signal_handlers,
+                # Ours (`_on_signal`): a stop we asked for is told from one it chose.
+                install_signal_handlers=False,
                 # The runs table is the history; succeeded jobs would only pile up.
                 delete_jobs="successful",
             )
+        )
+        signals = _SIGNALS if install_signal_handlers else ()
+        loop = asyncio.get_running_loop()
+        for sig in signals:
+            loop.add_signal_handler(sig, self._on_signal, worker)
+        self.worker_problem = None
+        failure: BaseException | None = None
+        try:
+            await worker
+        except asyncio.CancelledError:
+            if not self._stop_requested or _cancelled(asyncio.current_task()):
+                raise
+        except Exception as exc:  # the fetch loop, or the worker's own bookkeeping
+            failure = exc
         finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
             watchdog.cancel()
             await asyncio.gather(watchdog, return_exceptions=True)
+            if self.worker_problem is None:
+                self.worker_problem = "the job worker stopped"
+        problem = self.manager.failure
+        if problem is None and failure is not None:
+            problem = describe(failure)
+        if problem is None and wait and not self._stop_requested:
+            problem = "it stopped by itself (see the log above)"
+        if problem is not None:
+            self.worker_problem = f"the job worker stopped: {problem}"
+            raise StoreError(
+                f"{self.worker_problem}; exiting so that its supervisor starts it again"
+            ) from failure
+
+    @property
+    def job_worker_problem(self) -> str | None:
+        """Why this process cannot run jobs now, or None while it can (`/healthz`)."""
+        if self.manager.failure is not None:
+            return f"the job worker stopped: {self.manager.failure}"
+        return self.worker_problem
+
+    def _on_signal(self, worker: asyncio.Task[None]) -> None:
+        """SIGINT or SIGTERM: stop taking jobs; running ones end first (procrastinate
+        stops gently when its run is cancelled)."""
+        logger.info("stop requested: finishing the running jobs")
+        self._stop_requested = True
+        self.worker_problem = "the job worker is stopping"
+        worker.cancel()
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
         """Sync one account now and record the run; its status."""
@@ -350,8 +412,18 @@ class Jobs:
         )
 
     async def _finish(self, run_id: int, outcome: RunOutcome) -> None:
-        async with self.pool.connection() as conn:
-            await finish_run(conn, run_id, outcome)
+        """Record the outcome; a run cut off by a database outage is recorded once the
+        database is back (a few tries over about 15 s), with the requests it spent."""
+        for wait in (*_FINISH_RETRIES, None):
+            try:
+                async with self.pool.connection() as conn:
+                    await finish_run(conn, run_id, outcome)
+                return
+            except Exception as exc:
+                if wait is None:
+                    raise
+                logger.warning("recording run %d failed, again in %gs: %s", run_id, wait, exc)
+                await asyncio.sleep(wait)
 
     @asynccontextmanager
     async def _account_lock(self, name: str) -> AsyncIterator[bool]:
@@ -370,6 +442,12 @@ class Jobs:
                 yield True
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+
+def _cancelled(task: asyncio.Task[Any] | None) -> bool:
+    """Whether `task` itself is being cancelled (not only a task it awaits)."""
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return cancelling is not None and bool(cancelling())
 
 
 class _Progress(RunObserver):

@@ -119,6 +119,8 @@ def test_health_is_the_heartbeat_and_the_database() -> None:
     assert health(5.0, 30.0, None) is None
     assert health(31.0, 30.0, None) == "heartbeat stale: last 31s ago (limit 30s)"
     assert health(1.0, 30.0, "connection refused") == "database unreachable: connection refused"
+    stopped = "the job worker stopped: the job listener failed: connection refused"
+    assert health(1.0, 30.0, None, stopped) == stopped
 
 
 def test_metrics_without_prometheus_client_name_the_extra(tmp_path: Path) -> None:
