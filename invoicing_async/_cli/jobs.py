@@ -137,6 +137,12 @@ def add_job_commands(commands: Any) -> None:
         "(needs the [metrics] extra)",
     )
     worker.add_argument(
+        "--metrics-per-host",
+        action="store_true",
+        help="also a gauge of the budget left per customer host (one series per host: "
+        "for fleets of few hosts)",
+    )
+    worker.add_argument(
         "--metrics-host",
         default="127.0.0.1",
         metavar="HOST",
@@ -196,7 +202,7 @@ async def run_job_command(args: argparse.Namespace) -> int:
     if getattr(args, "metrics_port", None) is not None:
         from invoicing_async._jobs.metrics import RunMetrics
 
-        metrics = RunMetrics()
+        metrics = RunMetrics(per_host=args.metrics_per_host)
     async with Jobs(
         url,
         stalled_after=getattr(args, "stalled_after", 30.0),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -23,12 +23,15 @@ from invoicing_async.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
 
 __all__ = ["MetricsServer", "RunMetrics", "health"]
 
 _INSTALL = "worker --metrics-port needs the [metrics] extra: pip install -e '.[metrics]'"
 #: Run durations from a cached no-change run (well under a second) to a budget-sized sync.
 _DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+#: Requests left when a run ended: from an exhausted budget to a full default hour and more.
+_BUDGET_BUCKETS = (0.0, 5.0, 20.0, 50.0, 100.0, 200.0, 350.0, 1000.0, 5000.0)
 _QUEUE = (
     "SELECT status::text, count(*) FROM procrastinate_jobs"
     " WHERE task_name = %s AND status IN ('todo', 'doing') GROUP BY status"
@@ -39,9 +42,17 @@ _OVERDUE = (
 
 
 class RunMetrics(RunObserver):
-    """The run metrics of one worker, in a registry of their own."""
+    """The run metrics of one worker, in a registry of their own.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    Every label set is bounded: outcomes, changes and job statuses are fixed lists, and
+    the budget left is a histogram over all runs. `per_host` adds a gauge per customer
+    host (`invoicing_budget_remaining{host}`), one series for every host this worker has
+    run: opt-in, for fleets of few hosts.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, per_host: bool = False
+    ) -> None:
         try:
             import prometheus_client as p
         except ImportError:
@@ -65,12 +76,20 @@ class RunMetrics(RunObserver):
             ["change"],
             registry=r,
         )
-        self.budget = p.Gauge(
-            "invoicing_budget_remaining",
-            "Requests left in a host's hourly budget when its last run ended",
-            ["host"],
+        self.budget_left = p.Histogram(
+            "invoicing_run_budget_remaining",
+            "Requests left in the host's hourly budget when a run ended",
+            buckets=_BUDGET_BUCKETS,
             registry=r,
         )
+        self.budget = None
+        if per_host:
+            self.budget = p.Gauge(
+                "invoicing_budget_remaining",
+                "Requests left in a host's hourly budget when its last run ended",
+                ["host"],
+                registry=r,
+            )
         self.overdue = p.Gauge(
             "invoicing_accounts_overdue",
             "Accounts due for longer than the overdue margin and not yet queued",
@@ -94,13 +113,30 @@ class RunMetrics(RunObserver):
         ):
             self.invoices.labels(change).inc(count)
         if outcome.budget_left is not None:
-            self.budget.labels(_host(run.base_url)).set(outcome.budget_left)
+            self.budget_left.observe(outcome.budget_left)
+            if self.budget is not None:
+                self.budget.labels(_host(run.base_url)).set(outcome.budget_left)
 
     def exposition(self) -> tuple[bytes, str]:
-        """The registry in Prometheus' text format, and its content type."""
+        """The registry in Prometheus' text format, and its content type; without the
+        `_created` samples (a timestamp that reads as a count beside `_total`)."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(_WithoutCreated(self.registry)), CONTENT_TYPE_LATEST
+
+
+class _WithoutCreated:
+    """A registry's families without their `_created` samples (prometheus-client's
+    `disable_created_metrics()` would change every registry of the process)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            created = f"{family.name}_created"
+            family.samples = [s for s in family.samples if s.name != created]
+            yield family
 
 
 def _host(base_url: str) -> str:
