@@ -8,6 +8,7 @@ run never ends without the account becoming due again.
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "problems",
     "record_progress",
     "start_run",
+    "summary",
 ]
 
 #: Seconds a `locked` account waits before it is due again.
@@ -168,17 +170,27 @@ class AccountStatus:
         return data
 
 
-async def account_statuses(conn: Conn) -> list[AccountStatus]:
-    """Every account with its latest run, by name."""
+async def account_statuses(conn: Conn, account: str | None = None) -> list[AccountStatus]:
+    """Every account with its latest run, by name; only `account` when given."""
     cursor = await conn.execute(
         "SELECT a.name, a.host, a.due_at, r.status, r.started_at, r.finished_at, r.requests,"
         " r.created, r.updated, r.deleted, r.done, r.total, r.eta_seconds, r.error, r.worker,"
         f" {_FAILURES}"
         " FROM invoicing_accounts a LEFT JOIN LATERAL ("
         "   SELECT * FROM invoicing_runs WHERE account = a.name ORDER BY id DESC LIMIT 1"
-        " ) r ON true ORDER BY a.name"
+        " ) r ON true WHERE %s::text IS NULL OR a.name = %s ORDER BY a.name",
+        (account, account),
     )
     return [AccountStatus(*row) for row in await cursor.fetchall()]
+
+
+def summary(rows: Sequence[AccountStatus]) -> str:
+    """One line for `status --check` when nothing is wrong: how many accounts, by the
+    outcome of their last run."""
+    counts = Counter("never run" if r.run_status is None else r.run_status for r in rows)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    noun = "account" if len(rows) == 1 else "accounts"
+    return f"ok: {len(rows)} {noun}, none failing or overdue" + (f" ({parts})" if parts else "")
 
 
 def problems(

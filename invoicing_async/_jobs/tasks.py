@@ -222,17 +222,32 @@ class Jobs:
         return result
 
     async def dispatch(self) -> dict[str, str]:
-        """Recover lost jobs, then queue every account whose `due_at` has passed."""
+        """Recover lost jobs, then queue every account whose `due_at` has passed; {} when
+        another worker's dispatcher is at it (it queues them)."""
         await self.recover_stalled()
         async with self.pool.connection() as conn:
-            await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
-            cursor = await conn.execute(
-                "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now() RETURNING name"
-            )
-            names = sorted(str(row[0]) for row in await cursor.fetchall())
-        queued = await self._defer(names)
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (locks.DISPATCH,))
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                return {}
+            try:
+                await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
+                cursor = await conn.execute(
+                    "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now()"
+                    " RETURNING name"
+                )
+                names = sorted(str(row[0]) for row in await cursor.fetchall())
+                queued = await self._defer(names)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (locks.DISPATCH,))
+        fresh = sum(1 for state in queued.values() if state == "queued")
         if queued:
-            logger.info("dispatcher queued %d due accounts", len(queued))
+            logger.info(
+                "dispatcher queued %d due accounts (%d already waiting)",
+                fresh,
+                len(queued) - fresh,
+                extra={"event": "dispatched", "queued": fresh, "waiting": len(queued) - fresh},
+            )
         return queued
 
     async def recover_stalled(self) -> list[str]:
