@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     Conn = AsyncConnection[TupleRow]
 
 __all__ = [
+    "ACCOUNT_COLUMNS",
     "Account",
     "AccountError",
     "add_account",
@@ -39,7 +40,7 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
-_COLUMNS = (
+ACCOUNT_COLUMNS = (
     "name, base_url, host, format, auth, username, secret_ref, token, token_secret_ref,"
     " ca_file, hourly_limit, every_seconds, due_at, created_at"
 )
@@ -232,14 +233,14 @@ def _account(row: tuple[Any, ...]) -> Account:
 
 async def list_accounts(conn: Conn) -> list[Account]:
     """Every account, by name."""
-    cursor = await conn.execute(f"SELECT {_COLUMNS} FROM invoicing_accounts ORDER BY name")
+    cursor = await conn.execute(f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts ORDER BY name")
     return [_account(row) for row in await cursor.fetchall()]
 
 
 async def get_account(conn: Conn, name: str) -> Account | None:
     """One account, or None when there is none of that name."""
     cursor = await conn.execute(
-        f"SELECT {_COLUMNS} FROM invoicing_accounts WHERE name = %s", (name,)
+        f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts WHERE name = %s", (name,)
     )
     row = await cursor.fetchone()
     return None if row is None else _account(row)

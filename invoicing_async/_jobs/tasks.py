@@ -27,15 +27,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
 from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._budget.postgres import PostgresBudgetStore
 from invoicing_async._extras import install_hint
 from invoicing_async._jobs import schema
-from invoicing_async._jobs.accounts import Account, get_account
+from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
-    failure_streak,
+    StartedRun,
     finish_run,
     mark_lost,
     next_due,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+    Conn = AsyncConnection[TupleRow]
 
 __all__ = ["DISPATCH_TASK", "SYNC_TASK", "Jobs", "require_procrastinate"]
 
@@ -80,6 +83,8 @@ _INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds between the tries to record a run's outcome while the database is away.
 _FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
+#: Seconds between writes of a run's progress.
+_PROGRESS_EVERY = 2.0
 
 
 def require_procrastinate() -> None:
@@ -377,24 +382,33 @@ class Jobs:
         worker.cancel()
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
-        """Sync one account now and record the run; its status."""
+        """Sync one account now and record the run; its status.
+
+        The run's bookkeeping is two statements on one connection held for the run: the
+        start (account, failure streak, the account's advisory lock, the run's row) and
+        the finish (outcome, next due time, lock let go).
+        """
         async with self.pool.connection() as conn:
-            account = await get_account(conn, name)
-            if account is None:
+            try:
+                started = await start_run(conn, name, job_id, worker)
+            except BaseException:
+                await conn.close()  # it may hold the account's lock: never pooled again
+                raise
+            if started is None:
                 logger.info("account %r was removed before its job ran", name)
                 return "gone"
-            failures = await failure_streak(conn, name)
-            run_id = await start_run(conn, name, job_id, worker)
-        progress = _Progress(self.pool, run_id)
-        try:
-            outcome = await self.account_run(account, failures, progress).run()
-        except asyncio.CancelledError:
-            stopped = RunOutcome(name, "error", error="stopped: the worker shut down", due_in=0)
-            await asyncio.shield(self._finish(run_id, stopped))
-            raise
-        finally:
-            await progress.stop()
-        await self._finish(run_id, outcome)
+            progress = _Progress(self.pool, started.run_id)
+            run = self.account_run(started.account, started.failures, progress)
+            run = attrs.evolve(run, lock=functools.partial(_already, started.locked))
+            try:
+                outcome = await run.run()
+            except asyncio.CancelledError:
+                stopped = RunOutcome(name, "error", error="stopped: the worker shut down", due_in=0)
+                await asyncio.shield(self._finish(conn, started, stopped))
+                raise
+            finally:
+                await progress.stop()
+            await self._finish(conn, started, outcome)
         if outcome.status == "error":
             self.failed_runs += 1
         return outcome.status
@@ -402,7 +416,8 @@ class Jobs:
     def account_run(
         self, account: Account, failures: int = 0, *observers: RunObserver
     ) -> AccountRun:
-        """The run of `account` as this worker makes it (its budget store, its secrets)."""
+        """The run of `account` as this worker makes it (its budget store, its secrets);
+        `sync` gives it the account's lock."""
         return AccountRun(
             account=account.name,
             base_url=account.base_url,
@@ -413,7 +428,6 @@ class Jobs:
             ),
             format=account.format,
             ca_file=account.ca_file,
-            lock=functools.partial(self._account_lock, account.name),
             secret_policy=self.secret_policy,
             concurrency=self.engine_concurrency,
             observers=(*observers, *self.observers),
@@ -426,37 +440,35 @@ class Jobs:
             ),
         )
 
-    async def _finish(self, run_id: int, outcome: RunOutcome) -> None:
-        """Record the outcome; a run cut off by a database outage is recorded once the
-        database is back (a few tries over about 15 s), with the requests it spent."""
-        for wait in (*_FINISH_RETRIES, None):
+    async def _finish(self, conn: Conn, started: StartedRun, outcome: RunOutcome) -> None:
+        """Record the outcome and let go of the lock on the run's connection `conn`; when
+        that fails (the database went away), `conn` is closed (the server drops its lock)
+        and the outcome recorded on a new connection once the database is back (a few
+        tries over about 15 s), with the requests the run spent."""
+        try:
+            await finish_run(conn, started.run_id, outcome, unlock=started.locked)
+            return
+        except Exception as exc:
+            await conn.close()
+            failure: Exception = exc
+        for wait in _FINISH_RETRIES:
+            logger.warning(
+                "recording run %d failed, again in %gs: %s", started.run_id, wait, failure
+            )
+            await asyncio.sleep(wait)
             try:
-                async with self.pool.connection() as conn:
-                    await finish_run(conn, run_id, outcome)
+                async with self.pool.connection() as other:
+                    await finish_run(other, started.run_id, outcome, unlock=False)
                 return
             except Exception as exc:
-                if wait is None:
-                    raise
-                logger.warning("recording run %d failed, again in %gs: %s", run_id, wait, exc)
-                await asyncio.sleep(wait)
+                failure = exc
+        raise failure
 
-    @asynccontextmanager
-    async def _account_lock(self, name: str) -> AsyncIterator[bool]:
-        """The account's advisory lock for the run, held on a connection of its own;
-        yields False (and holds nothing) when another run has it."""
-        key = locks.ACCOUNT_RUN.name(name)
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
-            )
-            row = await cursor.fetchone()
-            if row is None or not row[0]:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+@asynccontextmanager
+async def _already(locked: bool) -> AsyncIterator[bool]:
+    """The account's lock as `start_run` took it (or found it held)."""
+    yield locked
 
 
 def _cancelled(task: asyncio.Task[Any] | None) -> bool:
@@ -466,7 +478,8 @@ def _cancelled(task: asyncio.Task[Any] | None) -> bool:
 
 
 class _Progress(RunObserver):
-    """Writes a run's progress at most every 2 seconds, off the engine's path."""
+    """Writes a run's progress at most every `_PROGRESS_EVERY` seconds, the first time
+    that long after its first batch, off the engine's path."""
 
     def __init__(self, pool: Pool, run_id: int) -> None:
         self._pool = pool
@@ -480,15 +493,15 @@ class _Progress(RunObserver):
             self._task = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
-        latest = self._latest
-        if latest is None:
-            return
         try:
+            await asyncio.sleep(_PROGRESS_EVERY)  # a shorter run never writes its progress
+            latest = self._latest
+            if latest is None:
+                return
             async with self._pool.connection() as conn:
                 await record_progress(
                     conn, self._run_id, latest.done, latest.total, latest.requests
                 )
-            await asyncio.sleep(2.0)
         except Exception as exc:  # progress is a view; the run goes on without it
             logger.debug("progress of run %d not written: %s", self._run_id, exc)
 

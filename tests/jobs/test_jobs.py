@@ -304,8 +304,8 @@ async def test_two_dispatchers_at_once_queue_each_account_once_and_log_what_they
     states = [state for result in results for state in result.values()]
     assert states.count("queued") == 300
     logged = [r for r in caplog.records if getattr(r, "event", None) == "dispatched"]
-    assert sum(getattr(r, "queued") for r in logged) == 300
-    assert sum(getattr(r, "waiting") for r in logged) == states.count("waiting")
+    assert sum(r.__dict__["queued"] for r in logged) == 300
+    assert sum(r.__dict__["waiting"] for r in logged) == states.count("waiting")
     assert sync_jobs(migrated) == ["todo"] * 300
 
 

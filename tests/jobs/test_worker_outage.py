@@ -6,98 +6,23 @@ and the run cut off by the outage is logged with the requests it spent."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import aiohttp
 import pytest
 
 from invoicing_async.testing import FakeInvoicingService
+from tests.jobs.postgres_process import RestartablePostgres
 from tests.jobs.test_jobs import ROOT, SECRET_ENV, acli, add, query, runs, stored
-from tests.servers import (
-    ServerUnavailable,
-    _as_user,
-    _wait_for_port,
-    _wait_for_postgres,
-    free_port,
-    postgres_bindir,
-    require_server,
-)
+from tests.servers import ServerUnavailable, free_port, require_server
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
 
 #: Polls of a condition, 0.05 s apart: a generous bound against a hang, not a speed claim.
 POLLS = 2400
-
-
-class RestartablePostgres:
-    """A PostgreSQL whose data outlives its process: `kill()` (SIGKILL to the server and
-    its backends) and `start()` again on the same port, as a crashed server restarts."""
-
-    def __init__(self) -> None:
-        bindir = postgres_bindir()
-        if bindir is None:
-            raise ServerUnavailable("no PostgreSQL binaries")
-        self.bindir = bindir
-        self.as_user = _as_user()
-        self.root = Path(tempfile.mkdtemp(prefix="ia-pg-restart-"))
-        self.data, self.sockets = self.root / "data", self.root / "sockets"
-        self.log = self.root / "postgres.log"
-        self.sockets.mkdir()
-        uid = self.as_user.get("user")
-        if uid is not None:
-            for path in (self.root, self.sockets):
-                os.chown(path, uid, self.as_user["group"])
-        init = subprocess.run(
-            [str(bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-             "--no-sync", "-E", "UTF8"],
-            capture_output=True, env={**os.environ, "LC_ALL": "C"}, check=False, **self.as_user,
-        )  # fmt: skip
-        if init.returncode != 0:
-            raise ServerUnavailable(f"initdb failed: {init.stderr.decode(errors='replace')}")
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            if self.as_user.get("user") is not None:
-                os.chown(self.log, self.as_user["user"], self.as_user["group"])
-            self.process = subprocess.Popen(
-                [str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port),
-                 "-k", str(self.sockets), "-c", "listen_addresses=127.0.0.1",
-                 "-c", "fsync=off", "-c", "max_connections=50"],
-                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "LC_ALL": "C"},
-                start_new_session=True, **self.as_user,
-            )  # fmt: skip
-        _wait_for_port(self.port, self.process, self.log)
-        _wait_for_postgres(self.port, self.process, self.log)
-
-    def kill(self) -> None:
-        """SIGKILL the postmaster and every backend (its process group), as a crash does."""
-        assert self.process is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture
