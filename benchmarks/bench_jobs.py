@@ -222,7 +222,7 @@ STATEMENTS = (
     MARK + "SELECT sum(calls) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
     " WHERE d.datname = current_database() AND s.query NOT LIKE '/* bench */%'"
 )
-RESET = MARK + "SELECT pg_stat_statements_reset()"
+RESET = MARK + "SELECT count(*) FROM (SELECT pg_stat_statements_reset()) r"
 
 
 async def _add_accounts(url: str, urls: dict[str, str], tmp: Path) -> float:
