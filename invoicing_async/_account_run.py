@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
 import attrs
 
 from invoicing_async._budget.budget import RateBudget
@@ -233,7 +234,10 @@ class AccountRun:
     """Everything one run of one account needs; `await run()` gives its outcome.
 
     `open_store` and `new_budget` make a store and a budget for this run (the run enters
-    the store and closes the budget). `lock`, when given, is entered first and yields
+    the store and closes the budget). `session`: an aiohttp session the run's client
+    borrows (a worker's, shared by its runs: no session and connections made anew for
+    each run); it must not keep cookies (`aiohttp.DummyCookieJar`), since runs of
+    different accounts share it. `lock`, when given, is entered first and yields
     False when another run holds the account: the outcome is then `locked`. `schedule`
     turns the outcome into the seconds until the account is due again.
     """
@@ -253,6 +257,7 @@ class AccountRun:
     force_deletions: bool = False
     observers: Sequence[RunObserver] = ()
     schedule: Callable[[RunOutcome], float] | None = None
+    session: aiohttp.ClientSession | None = None
 
     async def run(self) -> RunOutcome:
         """Run the sync once; every failure is an outcome, never an exception (a
@@ -293,7 +298,12 @@ class AccountRun:
             stack.callback(lambda: setattr(spent, "budget_left", budget.snapshot().remaining))
             client = await stack.enter_async_context(
                 InvoicingClient(
-                    self.base_url, auth=auth, format=self.format, ssl=context, budget=budget
+                    self.base_url,
+                    auth=auth,
+                    format=self.format,
+                    ssl=context,
+                    budget=budget,
+                    session=self.session,
                 )
             )
             spent.client = client

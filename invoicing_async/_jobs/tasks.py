@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import attrs
 
 import invoicing_async as ia
@@ -142,6 +143,8 @@ class Jobs:
         self.manager = WatchedJobManager(connector)
         self.app.job_manager = self.manager
         self._register(self.app)
+        # The HTTP session of this worker's runs (made on first use, in the loop).
+        self._http: aiohttp.ClientSession | None = None
         # Why the job worker cannot run jobs (see `job_worker_problem`).
         self.worker_problem: str | None = None
         self._stop_requested = False
@@ -171,6 +174,8 @@ class Jobs:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.close()
         await self.app.close_async()
         await self.budget_store.close()
         await self.pool.close()
@@ -430,6 +435,7 @@ class Jobs:
             ca_file=account.ca_file,
             secret_policy=self.secret_policy,
             concurrency=self.engine_concurrency,
+            session=self._http_session(),
             observers=(*observers, *self.observers),
             schedule=functools.partial(
                 next_due,
@@ -439,6 +445,13 @@ class Jobs:
                 failures_before=failures,
             ),
         )
+
+    def _http_session(self) -> aiohttp.ClientSession:
+        """The worker's one HTTP session, shared by its runs (connections kept alive
+        between runs of a host); it keeps no cookies, since accounts share it."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
+        return self._http
 
     async def _finish(self, conn: Conn, started: StartedRun, outcome: RunOutcome) -> None:
         """Record the outcome and let go of the lock on the run's connection `conn`; when

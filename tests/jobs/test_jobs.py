@@ -399,6 +399,31 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     assert service.password not in out.decode() + err.decode()
 
 
+async def test_a_workers_runs_share_one_http_session_that_keeps_no_cookies(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    import aiohttp
+
+    from invoicing_async._jobs.accounts import get_account
+
+    await add(migrated, service, "acme")
+    await add(migrated, service, "beta")
+    async with Jobs(migrated) as jobs:
+        async with jobs.pool.connection() as conn:
+            acme, beta = await get_account(conn, "acme"), await get_account(conn, "beta")
+        assert acme is not None
+        assert beta is not None
+        assert await jobs.sync("acme") == "complete"
+        assert await jobs.sync("beta") == "complete"
+        session = jobs.account_run(acme).session
+        assert session is not None
+        assert jobs.account_run(beta).session is session
+        # Accounts of one host share it: a cookie one account's server sets must never
+        # reach another account's requests.
+        assert isinstance(session.cookie_jar, aiohttp.DummyCookieJar)
+    assert session.closed
+
+
 async def test_a_failed_run_is_recorded_without_its_secret(
     migrated: str, service: FakeInvoicingService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
