@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from procrastinate.exceptions import ConnectorException
 from prometheus_client.parser import text_string_to_metric_families
 
 from invoicing_async._jobs.metrics import MetricsServer, RunMetrics, health
@@ -117,6 +118,21 @@ async def test_healthz_answers_503_with_the_reason(migrated: str) -> None:
             assert text.startswith("database unreachable: ")
             # The run metrics are still served without the database.
             assert (await get(server.port, "/metrics"))[0] == 200
+
+
+async def test_healthz_answers_503_once_the_job_worker_cannot_fetch_jobs(migrated: str) -> None:
+    async with Jobs(migrated) as jobs:
+        server = MetricsServer(jobs, RunMetrics(), port=0)
+        async with server:
+            assert (await get(server.port, "/healthz"))[0] == 200
+            async with jobs.pool.connection() as conn:
+                await conn.execute("ALTER TABLE procrastinate_jobs RENAME TO gone")
+            with pytest.raises(ConnectorException):
+                await jobs.manager.fetch_job(queues=None, worker_id=1)
+            status, text = await get(server.port, "/healthz")
+            assert status == 503
+            assert text.startswith("the job worker stopped: fetching jobs failed: ")
+            assert "procrastinate_jobs" in text  # psycopg's reason, not only "Database error"
 
 
 def test_health_is_the_heartbeat_and_the_database() -> None:
