@@ -409,7 +409,11 @@ class Jobs:
                 outcome = await run.run()
             except asyncio.CancelledError:
                 stopped = RunOutcome(name, "error", error="stopped: the worker shut down", due_in=0)
-                await asyncio.shield(self._finish(conn, started, stopped))
+                finishing = asyncio.ensure_future(self._finish(conn, started, stopped))
+                try:
+                    await asyncio.shield(finishing)
+                except asyncio.CancelledError:
+                    await finishing  # `conn` holds the lock: it goes back to the pool after
                 raise
             finally:
                 await progress.stop()
