@@ -82,6 +82,8 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
 """
 _INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Jobs deferred in one statement.
+_DEFER_BATCH = 500
 #: Seconds between the tries to record a run's outcome while the database is away.
 _FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Seconds between writes of a run's progress.
@@ -212,6 +214,29 @@ class Jobs:
         return await self._defer(names)
 
     async def _defer(self, names: list[str]) -> dict[str, str]:
+        """A job per account: `_DEFER_BATCH` in one statement; a batch in which one
+        account already has a waiting job is deferred one by one instead."""
+        from procrastinate.exceptions import AlreadyEnqueued
+
+        result: dict[str, str] = {}
+        for start in range(0, len(names), _DEFER_BATCH):
+            batch = names[start : start + _DEFER_BATCH]
+            jobs = [
+                self.sync_task.configure(lock=name, queueing_lock=name).make_new_job(account=name)
+                for name in batch
+            ]
+            try:
+                await self.manager.batch_defer_jobs_async(jobs)
+            except AlreadyEnqueued:
+                result.update(await self._defer_each(batch))
+            except BaseException:
+                await self._due_now(batch)
+                raise
+            else:
+                result.update(dict.fromkeys(batch, "queued"))
+        return result
+
+    async def _defer_each(self, names: list[str]) -> dict[str, str]:
         from procrastinate.exceptions import AlreadyEnqueued
 
         result: dict[str, str] = {}
@@ -224,12 +249,16 @@ class Jobs:
             except AlreadyEnqueued:
                 result[name] = "waiting"
             except BaseException:
-                async with self.pool.connection() as conn:  # due again: never forgotten
-                    await conn.execute(
-                        "UPDATE invoicing_accounts SET due_at = now() WHERE name = %s", (name,)
-                    )
+                await self._due_now([name])
                 raise
         return result
+
+    async def _due_now(self, names: list[str]) -> None:
+        """Accounts whose job could not be deferred are due again: never forgotten."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE invoicing_accounts SET due_at = now() WHERE name = ANY(%s)", (names,)
+            )
 
     async def dispatch(self) -> dict[str, str]:
         """Recover lost jobs, then queue every account whose `due_at` has passed; {} when
