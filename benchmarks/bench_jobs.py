@@ -13,6 +13,8 @@ latency (apply_documents, timed inside the workers), and (not in the fleet run) 
 RSS of reading 1,000,000 revisions in a fresh process.
 
 python -m benchmarks.bench_jobs [--quick | --fleet] [--accounts N] [--invoices M] [--repeat R]
+(--fleet adds a pass over every account with nothing changed: statements per run from
+pg_stat_statements, CPU per run of the workers and of PostgreSQL, accounts per minute)
 ($BENCH_JOBS_CONCURRENCY: accounts each worker runs at once, 8 by default)
 """
 
@@ -69,6 +71,28 @@ class Measured:
     batches: list[float]
     connections: int
     cpu: CpuShares
+    first: Pass  # the first syncs, the kill included
+    unchanged: Pass | None  # every account again, nothing changed at the service
+
+
+@attrs.frozen
+class Pass:
+    """One pass over every account: runs, statements (`pg_stat_statements`, top level, this
+    database) and CPU seconds of the workers and of PostgreSQL."""
+
+    runs: int
+    seconds: float
+    statements: int
+    worker_cpu: float
+    postgres_cpu: float
+
+    def per_run(self) -> str:
+        return (
+            f"{self.statements / self.runs:.1f} statements, "
+            f"{self.worker_cpu * 1000 / self.runs:.1f} ms worker CPU, "
+            f"{self.postgres_cpu * 1000 / self.runs:.1f} ms PostgreSQL CPU per account run "
+            f"({self.runs} runs)"
+        )
 
 
 async def _python(*args: str, log: Path | None = None) -> asyncio.subprocess.Process:
@@ -190,8 +214,15 @@ WHERE a.status <> 'locked' AND b.status <> 'locked'
   AND b.started_at < coalesce(a.finished_at, now())
   AND a.started_at < coalesce(b.finished_at, now())
 """
-CONNECTIONS = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
-COMPLETE = "SELECT count(DISTINCT account) FROM invoicing_runs WHERE status = 'complete'"
+# The benchmark's own queries are marked, so that statement counts leave them out.
+MARK = "/* bench */ "
+CONNECTIONS = MARK + "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+COMPLETE = MARK + "SELECT count(DISTINCT account) FROM invoicing_runs WHERE status = 'complete'"
+STATEMENTS = (
+    MARK + "SELECT sum(calls) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+    " WHERE d.datname = current_database() AND s.query NOT LIKE '/* bench */%'"
+)
+RESET = MARK + "SELECT count(*) FROM (SELECT pg_stat_statements_reset()) r"
 
 
 async def _add_accounts(url: str, urls: dict[str, str], tmp: Path) -> float:
@@ -219,19 +250,24 @@ async def _worker(url: str, batch_log: Path, log: Path) -> asyncio.subprocess.Pr
 
 
 async def _wait_complete(
-    url: str, accounts: int, kill_at: int, workers: list[Any], tmp: Path
+    url: str,
+    accounts: int,
+    kill_at: int | None,
+    workers: list[Any],
+    tmp: Path,
+    complete: str = COMPLETE,
 ) -> int:
-    """Poll until every account has a complete run; SIGKILL worker 0 at `kill_at`, restart it.
-    Returns the most connections to PostgreSQL seen at once."""
-    killed, connections = False, 0
+    """Poll until every account has a complete run (`complete` counts them); SIGKILL
+    worker 0 at `kill_at`, restart it. Returns the most connections seen at once."""
+    killed, connections = kill_at is None, 0
     last, last_change = -1, time.monotonic()
-    while (done := _count(url, COMPLETE)) < accounts:
+    while (done := _count(url, complete)) < accounts:
         connections = max(connections, _count(url, CONNECTIONS))
         if done != last:
             last, last_change = done, time.monotonic()
         elif time.monotonic() - last_change > 300:
             raise RuntimeError(f"no progress for 300 s at {done}/{accounts}; logs in {tmp}")
-        if not killed and done >= kill_at:
+        if not killed and kill_at is not None and done >= kill_at:
             workers[0].send_signal(signal.SIGKILL)
             await workers[0].wait()
             killed = True
@@ -243,7 +279,7 @@ async def _wait_complete(
 
 
 async def _repeat(
-    pg_url: str, postmaster: int, fake: FakeService, index: int, tmp: Path
+    pg_url: str, postmaster: int, fake: FakeService, index: int, tmp: Path, no_change: bool
 ) -> Measured:
     name = f"bench_jobs_{index}"
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -252,6 +288,8 @@ async def _repeat(
     run_dir = tmp / name
     run_dir.mkdir()
     await _cli(url, "db", "migrate")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     imported = await _add_accounts(url, fake.urls, run_dir)
     before = await fake.counters()
     workers = [
@@ -261,17 +299,29 @@ async def _repeat(
     await asyncio.sleep(3)  # the workers are up and idle
     assert fake.process is not None
     fake_cpu, pg_cpu = _cpu(fake.process.pid), _postgres_cpu(postmaster)
+    _count(url, RESET)
     start = time.perf_counter()
+    unchanged = None
     try:
         await _cli(url, "enqueue", "--all")
         connections = await _wait_complete(url, fake.accounts, fake.accounts // 3, workers, run_dir)
         seconds = time.perf_counter() - start
+        statements = _count(url, STATEMENTS)
         cpu = CpuShares(
             workers=sum(_cpu(w.pid) for w in workers),
             fake=_cpu(fake.process.pid) - fake_cpu,
             postgres=_postgres_cpu(postmaster) - pg_cpu,
             wall=seconds,
         )
+        first = Pass(
+            runs=_count(url, MARK + "SELECT count(*) FROM invoicing_runs"),
+            seconds=seconds,
+            statements=statements,
+            worker_cpu=cpu.workers,
+            postgres_cpu=cpu.postgres,
+        )
+        if no_change:
+            unchanged = await _no_change_pass(url, postmaster, fake.accounts, workers, run_dir)
     finally:
         for worker in workers:
             if worker.returncode is None:
@@ -298,6 +348,34 @@ async def _repeat(
         batches=[float(x) for p in run_dir.glob("batches-*.log") for x in p.read_text().split()],
         connections=connections,
         cpu=cpu,
+        first=first,
+        unchanged=unchanged,
+    )
+
+
+async def _no_change_pass(
+    url: str, postmaster: int, accounts: int, workers: list[Any], tmp: Path
+) -> Pass:
+    """Every account queued again with nothing changed at the service: until each has a
+    second complete run, the statements, the runs and the CPU of workers and PostgreSQL."""
+    last = _count(url, MARK + "SELECT max(id) FROM invoicing_runs")
+    complete = (
+        MARK + "SELECT count(DISTINCT account) FROM invoicing_runs"
+        f" WHERE status = 'complete' AND id > {last}"
+    )
+    await asyncio.sleep(3)  # the first pass's last writes are done
+    worker_cpu, pg_cpu = sum(_cpu(w.pid) for w in workers), _postgres_cpu(postmaster)
+    _count(url, RESET)
+    start = time.perf_counter()
+    await _cli(url, "enqueue", "--all")
+    await _wait_complete(url, accounts, None, workers, tmp, complete)
+    seconds = time.perf_counter() - start
+    return Pass(
+        runs=_count(url, MARK + f"SELECT count(*) FROM invoicing_runs WHERE id > {last}"),
+        seconds=seconds,
+        statements=_count(url, STATEMENTS),
+        worker_cpu=sum(_cpu(w.pid) for w in workers) - worker_cpu,
+        postgres_cpu=_postgres_cpu(postmaster) - pg_cpu,
     )
 
 
@@ -343,12 +421,19 @@ class Measurement:
     peak: tuple[float, float] | None
 
 
-async def measure(accounts: int, invoices: int, repeat: int, memory: bool = True) -> Measurement:
+async def measure(
+    accounts: int, invoices: int, repeat: int, memory: bool = True, no_change: bool = False
+) -> Measurement:
     """`memory`: also the idle batch commits and the peak RSS of reading 1,000,000
-    revisions (minutes of inserting; left out of the fleet run)."""
+    revisions (minutes of inserting; left out of the fleet run). `no_change`: a second
+    pass over every account, nothing changed (the fleet run)."""
     with (
         tempfile.TemporaryDirectory(prefix="bench-jobs-") as name,
-        start_postgres(MAX_CONNECTIONS) as pg,
+        start_postgres(
+            MAX_CONNECTIONS,
+            "shared_preload_libraries=pg_stat_statements",
+            "pg_stat_statements.track=top",
+        ) as pg,
     ):
         tmp = Path(name)
         fake = FakeService(accounts, invoices, tmp)
@@ -357,13 +442,16 @@ async def measure(accounts: int, invoices: int, repeat: int, memory: bool = True
         try:
             runs = []
             for i in range(repeat):
-                runs.append(await _repeat(pg.url(), pg.process.pid, fake, i, tmp))
+                runs.append(await _repeat(pg.url(), pg.process.pid, fake, i, tmp, no_change))
                 last = runs[-1]
                 print(
                     f"  run {i + 1}: {last.seconds:.1f}s; accounts import {last.imported:.1f}s; "
-                    f"{last.connections} PostgreSQL connections at most; {last.cpu.note()}",
+                    f"{last.connections} PostgreSQL connections at most; {last.cpu.note()}; "
+                    f"first syncs: {last.first.per_run()}",
                     file=sys.stderr,
                 )
+                if last.unchanged is not None:
+                    print(f"  no change: {last.unchanged.per_run()}", file=sys.stderr)
         finally:
             await fake.stop()
         if not memory:
@@ -444,6 +532,7 @@ def results(m: Measurement) -> list[Result]:
             f"timed in the workers under the full load (2 shared cores)",
         ),
     ]  # fmt: skip
+    found += _pass_results(part, runs, fleet)
     if peak is None:
         return found
     return [
@@ -463,29 +552,91 @@ def results(m: Measurement) -> list[Result]:
     ]  # fmt: skip
 
 
+def _pass_results(part: str, runs: list[Measured], fleet: bool) -> list[Result]:
+    """Statements and CPU per account run of the first syncs and, when it ran, of the
+    no-change pass, with its accounts per minute (issue #35's targets; the CPU and the
+    rate judged at the fleet's size only, the statements always)."""
+
+    def per_run(p: Pass, field: str) -> float:
+        return float(getattr(p, field)) / p.runs
+
+    first = min(runs, key=lambda r: per_run(r.first, "statements")).first
+    found = [
+        Result(
+            f"{part}: statements per first-sync run", per_run(first, "statements"), 14.0,
+            "statements", 1.0,
+            note=f"pg_stat_statements, top level, this database; {first.per_run()}; the "
+            "killed worker's lost runs and their repeats included; bound: 14",
+        ),
+        Result(
+            f"{part}: worker CPU per first-sync run", per_run(first, "worker_cpu") * 1000, 20.0,
+            "ms", 1.0, informational=not fleet,
+            note="the live workers' CPU over the pass (the killed one's is lost) / runs; "
+            "bound: 20 ms",
+        ),
+    ]  # fmt: skip
+    passes = [r.unchanged for r in runs if r.unchanged is not None]
+    if not passes:
+        return found
+    best = min(passes, key=lambda p: p.seconds / p.runs)
+    rate = best.runs * 60 / best.seconds
+    return [
+        *found,
+        Result(
+            f"{part}: no-change accounts per minute", rate, 4000.0, "accounts/min", 1.0,
+            higher_is_better=True, informational=not fleet,
+            note=f"every account queued again, nothing changed; {best.per_run()}; bound: 4,000",
+        ),
+        Result(
+            f"{part}: statements per no-change run", per_run(best, "statements"), 10.0,
+            "statements", 1.0,
+            note="pg_stat_statements, top level (worker, store, budget, job queue); bound: 10",
+        ),
+        Result(
+            f"{part}: worker CPU per no-change run", per_run(best, "worker_cpu") * 1000, 6.0,
+            "ms", 1.0, informational=not fleet,
+            note="the workers' CPU over the pass / runs; bound: 6 ms",
+        ),
+        Result(
+            f"{part}: PostgreSQL CPU per no-change run", per_run(best, "postgres_cpu") * 1000, 4.0,
+            "ms", 1.0, informational=not fleet,
+            note="the postmaster and its backends over the pass / runs; bound: 4 ms",
+        ),
+    ]  # fmt: skip
+
+
 def run(
-    accounts: int = 2000, invoices: int = 300, repeat: int = 1, memory: bool = True
+    accounts: int = 2000,
+    invoices: int = 300,
+    repeat: int = 1,
+    memory: bool = True,
+    no_change: bool = False,
 ) -> list[Result]:
-    return results(asyncio.run(measure(accounts, invoices, repeat, memory)))
+    return results(asyncio.run(measure(accounts, invoices, repeat, memory, no_change)))
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_jobs")
     parser.add_argument("--quick", action="store_true", help="100 accounts: a smoke run")
     parser.add_argument(
-        "--fleet", action="store_true", help="10,000 accounts x 100 invoices (issue #26)"
+        "--fleet",
+        action="store_true",
+        help="10,000 accounts x 100 invoices (issue #26) unless --accounts/--invoices say "
+        "otherwise, then every account again with nothing changed (issue #35)",
     )
-    parser.add_argument("--accounts", type=int, default=2000)
-    parser.add_argument("--invoices", type=int, default=300)
+    parser.add_argument("--accounts", type=int)
+    parser.add_argument("--invoices", type=int)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
     from benchmarks.run import record, table
 
     started = time.perf_counter()
-    accounts, invoices = FLEET if args.fleet else (args.accounts, args.invoices)
+    accounts, invoices = FLEET if args.fleet else (2000, 300)
+    accounts = args.accounts or accounts
+    invoices = args.invoices or invoices
     if args.quick:
         accounts = 100
-    found = run(accounts, invoices, args.repeat, memory=not args.fleet)
+    found = run(accounts, invoices, args.repeat, memory=not args.fleet, no_change=args.fleet)
     if (accounts, invoices) in ((2000, 300), FLEET):  # the issues' figures: into latest.json
         record(found, time.perf_counter() - started)
     print(table(found))

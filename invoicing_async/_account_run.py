@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
 import attrs
 
 from invoicing_async._budget.budget import RateBudget
@@ -97,7 +98,9 @@ class RunOutcome:
     """How one account's run ended: the one outcome type of the CLI and the jobs.
 
     `eta`: seconds until the budget allows the rest (a budget stop). `due_in`: when the
-    account is due again, as the caller's schedule decided (None: no schedule).
+    account is due again, as the caller's schedule decided (None: no schedule). `sent`:
+    the requests the run's client sent, counted also for a run cut off without a report
+    (its database or the service gone mid-run).
     """
 
     account: str
@@ -108,10 +111,11 @@ class RunOutcome:
     seconds: float = 0.0
     budget_left: int | None = None
     due_in: float | None = None
+    sent: int = 0
 
     @property
     def requests(self) -> int:
-        return 0 if self.report is None else self.report.requests
+        return self.sent if self.report is None else max(self.report.requests, self.sent)
 
     @property
     def created(self) -> int:
@@ -230,7 +234,10 @@ class AccountRun:
     """Everything one run of one account needs; `await run()` gives its outcome.
 
     `open_store` and `new_budget` make a store and a budget for this run (the run enters
-    the store and closes the budget). `lock`, when given, is entered first and yields
+    the store and closes the budget). `session`: an aiohttp session the run's client
+    borrows (a worker's, shared by its runs: no session and connections made anew for
+    each run); it must not keep cookies (`aiohttp.DummyCookieJar`), since runs of
+    different accounts share it. `lock`, when given, is entered first and yields
     False when another run holds the account: the outcome is then `locked`. `schedule`
     turns the outcome into the seconds until the account is due again.
     """
@@ -251,6 +258,7 @@ class AccountRun:
     observers: Sequence[RunObserver] = ()
     progress: bool = False  # draw the engine's progress bar (SyncEngine(progress=True))
     schedule: Callable[[RunOutcome], float] | None = None
+    session: aiohttp.ClientSession | None = None
 
     async def run(self) -> RunOutcome:
         """Run the sync once; every failure is an outcome, never an exception (a
@@ -263,20 +271,20 @@ class AccountRun:
             extra={"event": "run_started", "account": self.account},
         )
         self._tell("started", self)
-        budget_left: list[int] = []
+        spent = _Spent()
         try:
-            outcome = await self._run(budget_left)
+            outcome = await self._run(spent)
         except Exception as exc:
             outcome = outcome_of_error(self.account, exc)
             if describe_failure(exc) is None:
                 logger.debug("account %s: unexpected failure", self.account, exc_info=True)
         except BaseException:
             outcome = RunOutcome(self.account, "error", error="stopped: the run was cancelled")
-            self._finish(outcome, started, budget_left)
+            self._finish(outcome, started, spent)
             raise
-        return self._finish(outcome, started, budget_left)
+        return self._finish(outcome, started, spent)
 
-    async def _run(self, budget_left: list[int]) -> RunOutcome:
+    async def _run(self, spent: _Spent) -> RunOutcome:
         async with AsyncExitStack() as stack:
             if self.lock is not None and not await stack.enter_async_context(self.lock()):
                 return RunOutcome(
@@ -288,12 +296,18 @@ class AccountRun:
             context = None if self.ca_file is None else load_ca(self.ca_file)
             budget = self.new_budget()
             stack.push_async_callback(budget.close)
-            stack.callback(lambda: budget_left.append(budget.snapshot().remaining))
+            stack.callback(lambda: setattr(spent, "budget_left", budget.snapshot().remaining))
             client = await stack.enter_async_context(
                 InvoicingClient(
-                    self.base_url, auth=auth, format=self.format, ssl=context, budget=budget
+                    self.base_url,
+                    auth=auth,
+                    format=self.format,
+                    ssl=context,
+                    budget=budget,
+                    session=self.session,
                 )
             )
+            spent.client = client
             store = await stack.enter_async_context(self.open_store())
             engine = SyncEngine(
                 client,
@@ -319,17 +333,27 @@ class AccountRun:
             except Exception:
                 logger.warning("observer %r failed on %s", observer, event, exc_info=True)
 
-    def _finish(self, outcome: RunOutcome, started: float, budget_left: list[int]) -> RunOutcome:
+    def _finish(self, outcome: RunOutcome, started: float, spent: _Spent) -> RunOutcome:
         outcome = attrs.evolve(
             outcome,
             seconds=time.monotonic() - started,
-            budget_left=budget_left[0] if budget_left else None,
+            budget_left=spent.budget_left,
+            sent=0 if spent.client is None else spent.client.requests_sent,
         )
         if self.schedule is not None:
             outcome = attrs.evolve(outcome, due_in=self.schedule(outcome))
         self._tell("finished", self, outcome)
         _log_end(outcome)
         return outcome
+
+
+@attrs.define
+class _Spent:
+    """What a run spent, read when it ends however it ends: its client (the requests
+    sent) and the budget left."""
+
+    client: InvoicingClient | None = None
+    budget_left: int | None = None
 
 
 _LEVELS = {"error": logging.ERROR, "lost": logging.ERROR, "budget": logging.WARNING}

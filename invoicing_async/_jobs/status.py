@@ -8,12 +8,15 @@ run never ends without the account becoming due again.
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from invoicing_async._account_run import RunOutcome
+from invoicing_async._jobs.accounts import ACCOUNT_COLUMNS, Account
+from invoicing_async._postgres import locks
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -23,14 +26,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AccountStatus",
+    "StartedRun",
     "account_statuses",
-    "failure_streak",
     "finish_run",
     "mark_lost",
     "next_due",
     "problems",
     "record_progress",
     "start_run",
+    "summary",
 ]
 
 #: Seconds a `locked` account waits before it is due again.
@@ -69,24 +73,49 @@ def next_due(
     return min(retry_cap, retry_after * 2.0 ** min(failures_before, 32))
 
 
-async def failure_streak(conn: Conn, account: str) -> int:
-    """How many of the account's latest runs failed in a row."""
-    cursor = await conn.execute(
-        f"SELECT {_FAILURES} FROM invoicing_accounts a WHERE a.name = %s", (account,)
-    )
-    row = await cursor.fetchone()
-    return 0 if row is None else int(row[0])
+@attrs.frozen
+class StartedRun:
+    """A run as `start_run` recorded it: its account, the account's failures in a row
+    before it, its id, and whether it holds the account's lock."""
+
+    account: Account
+    failures: int
+    run_id: int
+    locked: bool
 
 
-async def start_run(conn: Conn, account: str, job_id: int | None, worker: str | None) -> int:
-    """Record a run as started; its id."""
-    cursor = await conn.execute(
-        "INSERT INTO invoicing_runs (account, job_id, worker) VALUES (%s, %s, %s) RETURNING id",
-        (account, job_id, worker),
-    )
+# One statement: the account, its failure streak, the account's advisory lock (session
+# scoped: held by this connection until `finish_run`) and the run's row.
+_START = (
+    f"WITH acct AS (SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts WHERE name = %s),"
+    " held AS (SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok FROM acct),"
+    " run AS (INSERT INTO invoicing_runs (account, job_id, worker)"
+    "   SELECT name, %s, %s FROM acct RETURNING id)"
+    f" SELECT a.*, {_FAILURES}, (SELECT ok FROM held), (SELECT id FROM run) FROM acct a"
+)
+# One statement: the outcome, the account's next due time, and the lock let go.
+_FINISH = (
+    "WITH run AS (UPDATE invoicing_runs SET status = %s, requests = %s, created = %s,"
+    "   updated = %s, deleted = %s, done = %s, total = %s, eta_seconds = %s, error = %s,"
+    "   finished_at = now(), updated_at = now() WHERE id = %s),"
+    " due AS (UPDATE invoicing_accounts SET due_at = now() + make_interval(secs => %s)"
+    "   WHERE name = %s)"
+    " SELECT CASE WHEN %s THEN pg_advisory_unlock(hashtextextended(%s, 0)) END"
+)
+
+
+async def start_run(
+    conn: Conn, account: str, job_id: int | None, worker: str | None
+) -> StartedRun | None:
+    """Record a run as started and try the account's lock on `conn` (held until
+    `finish_run` on the same connection), in one statement; None when the account is
+    gone. If it raises, `conn` may hold the lock: close it, never pool it again."""
+    cursor = await conn.execute(_START, (account, locks.ACCOUNT_RUN.name(account), job_id, worker))
     row = await cursor.fetchone()
-    assert row is not None
-    return int(row[0])
+    if row is None:
+        return None
+    *columns, failures, held, run_id = row
+    return StartedRun(Account(*columns), int(failures), int(run_id), bool(held))
 
 
 async def record_progress(conn: Conn, run_id: int, done: int, total: int, requests: int) -> None:
@@ -98,32 +127,29 @@ async def record_progress(conn: Conn, run_id: int, done: int, total: int, reques
     )
 
 
-async def finish_run(conn: Conn, run_id: int, outcome: RunOutcome) -> None:
-    """Record the outcome and make the account due again (`outcome.due_in`; now when it
-    has none), in one transaction."""
-    async with conn.transaction():
-        await conn.execute(
-            "UPDATE invoicing_runs SET status = %s, requests = %s, created = %s, updated = %s,"
-            " deleted = %s, done = %s, total = %s, eta_seconds = %s, error = %s,"
-            " finished_at = now(), updated_at = now() WHERE id = %s",
-            (
-                outcome.status,
-                outcome.requests,
-                outcome.created,
-                outcome.updated,
-                outcome.deleted,
-                outcome.done,
-                outcome.total,
-                outcome.eta,
-                outcome.error,
-                run_id,
-            ),
-        )
-        await conn.execute(
-            "UPDATE invoicing_accounts SET due_at = now() + make_interval(secs => %s)"
-            " WHERE name = %s",
-            (max(0.0, outcome.due_in or 0.0), outcome.account),
-        )
+async def finish_run(conn: Conn, run_id: int, outcome: RunOutcome, *, unlock: bool) -> None:
+    """Record the outcome, make the account due again (`outcome.due_in`; now when it has
+    none) and, with `unlock`, let go of the account's lock `start_run` took on `conn`:
+    one statement, so one transaction."""
+    await conn.execute(
+        _FINISH,
+        (
+            outcome.status,
+            outcome.requests,
+            outcome.created,
+            outcome.updated,
+            outcome.deleted,
+            outcome.done,
+            outcome.total,
+            outcome.eta,
+            outcome.error,
+            run_id,
+            max(0.0, outcome.due_in or 0.0),
+            outcome.account,
+            unlock,
+            locks.ACCOUNT_RUN.name(outcome.account),
+        ),
+    )
 
 
 async def mark_lost(conn: Conn, job_ids: list[int], accounts: list[str]) -> None:
@@ -168,17 +194,27 @@ class AccountStatus:
         return data
 
 
-async def account_statuses(conn: Conn) -> list[AccountStatus]:
-    """Every account with its latest run, by name."""
+async def account_statuses(conn: Conn, account: str | None = None) -> list[AccountStatus]:
+    """Every account with its latest run, by name; only `account` when given."""
     cursor = await conn.execute(
         "SELECT a.name, a.host, a.due_at, r.status, r.started_at, r.finished_at, r.requests,"
         " r.created, r.updated, r.deleted, r.done, r.total, r.eta_seconds, r.error, r.worker,"
         f" {_FAILURES}"
         " FROM invoicing_accounts a LEFT JOIN LATERAL ("
         "   SELECT * FROM invoicing_runs WHERE account = a.name ORDER BY id DESC LIMIT 1"
-        " ) r ON true ORDER BY a.name"
+        " ) r ON true WHERE %s::text IS NULL OR a.name = %s ORDER BY a.name",
+        (account, account),
     )
     return [AccountStatus(*row) for row in await cursor.fetchall()]
+
+
+def summary(rows: Sequence[AccountStatus]) -> str:
+    """One line for `status --check` when nothing is wrong: how many accounts, by the
+    outcome of their last run."""
+    counts = Counter("never run" if r.run_status is None else r.run_status for r in rows)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    noun = "account" if len(rows) == 1 else "accounts"
+    return f"ok: {len(rows)} {noun}, none failing or overdue" + (f" ({parts})" if parts else "")
 
 
 def problems(

@@ -20,11 +20,15 @@ import asyncio
 import functools
 import logging
 import os
+import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import attrs
 
 import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
@@ -32,9 +36,9 @@ from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._budget.postgres import PostgresBudgetStore
 from invoicing_async._extras import install_hint
 from invoicing_async._jobs import schema
-from invoicing_async._jobs.accounts import Account, get_account
+from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
-    failure_streak,
+    StartedRun,
     finish_run,
     mark_lost,
     next_due,
@@ -42,12 +46,12 @@ from invoicing_async._jobs.status import (
     start_run,
 )
 from invoicing_async._postgres import locks, migrations
-from invoicing_async._postgres.connect import connection_pool, where_of
+from invoicing_async._postgres.connect import connection_pool, describe, where_of
 from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.report import SyncProgress
-from invoicing_async.errors import ConfigurationError
+from invoicing_async.errors import ConfigurationError, StoreError
 
 if TYPE_CHECKING:
     import procrastinate
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+    Conn = AsyncConnection[TupleRow]
 
 __all__ = ["DISPATCH_TASK", "SYNC_TASK", "Jobs", "require_procrastinate"]
 
@@ -76,6 +81,13 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
         OR (j.status = 'doing' AND j.lock = a.name)))
 """
 _INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Jobs deferred in one statement.
+_DEFER_BATCH = 500
+#: Seconds between the tries to record a run's outcome while the database is away.
+_FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
+#: Seconds between writes of a run's progress.
+_PROGRESS_EVERY = 2.0
 
 
 def require_procrastinate() -> None:
@@ -128,7 +140,16 @@ class Jobs:
         # Given our pool when the app opens; the URL serves only a use before that.
         connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
+        from invoicing_async._jobs.manager import WatchedJobManager
+
+        self.manager = WatchedJobManager(connector)
+        self.app.job_manager = self.manager
         self._register(self.app)
+        # The HTTP session of this worker's runs (made on first use, in the loop).
+        self._http: aiohttp.ClientSession | None = None
+        # Why the job worker cannot run jobs (see `job_worker_problem`).
+        self.worker_problem: str | None = None
+        self._stop_requested = False
 
     def _register(self, app: procrastinate.App) -> None:
         from procrastinate import JobContext
@@ -155,6 +176,8 @@ class Jobs:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.close()
         await self.app.close_async()
         await self.budget_store.close()
         await self.pool.close()
@@ -191,6 +214,29 @@ class Jobs:
         return await self._defer(names)
 
     async def _defer(self, names: list[str]) -> dict[str, str]:
+        """A job per account: `_DEFER_BATCH` in one statement; a batch in which one
+        account already has a waiting job is deferred one by one instead."""
+        from procrastinate.exceptions import AlreadyEnqueued
+
+        result: dict[str, str] = {}
+        for start in range(0, len(names), _DEFER_BATCH):
+            batch = names[start : start + _DEFER_BATCH]
+            jobs = [
+                self.sync_task.configure(lock=name, queueing_lock=name).make_new_job(account=name)
+                for name in batch
+            ]
+            try:
+                await self.manager.batch_defer_jobs_async(jobs)
+            except AlreadyEnqueued:
+                result.update(await self._defer_each(batch))
+            except BaseException:
+                await self._due_now(batch)
+                raise
+            else:
+                result.update(dict.fromkeys(batch, "queued"))
+        return result
+
+    async def _defer_each(self, names: list[str]) -> dict[str, str]:
         from procrastinate.exceptions import AlreadyEnqueued
 
         result: dict[str, str] = {}
@@ -203,25 +249,44 @@ class Jobs:
             except AlreadyEnqueued:
                 result[name] = "waiting"
             except BaseException:
-                async with self.pool.connection() as conn:  # due again: never forgotten
-                    await conn.execute(
-                        "UPDATE invoicing_accounts SET due_at = now() WHERE name = %s", (name,)
-                    )
+                await self._due_now([name])
                 raise
         return result
 
+    async def _due_now(self, names: list[str]) -> None:
+        """Accounts whose job could not be deferred are due again: never forgotten."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE invoicing_accounts SET due_at = now() WHERE name = ANY(%s)", (names,)
+            )
+
     async def dispatch(self) -> dict[str, str]:
-        """Recover lost jobs, then queue every account whose `due_at` has passed."""
+        """Recover lost jobs, then queue every account whose `due_at` has passed; {} when
+        another worker's dispatcher is at it (it queues them)."""
         await self.recover_stalled()
         async with self.pool.connection() as conn:
-            await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
-            cursor = await conn.execute(
-                "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now() RETURNING name"
-            )
-            names = sorted(str(row[0]) for row in await cursor.fetchall())
-        queued = await self._defer(names)
+            cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (locks.DISPATCH,))
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                return {}
+            try:
+                await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
+                cursor = await conn.execute(
+                    "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now()"
+                    " RETURNING name"
+                )
+                names = sorted(str(row[0]) for row in await cursor.fetchall())
+                queued = await self._defer(names)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (locks.DISPATCH,))
+        fresh = sum(1 for state in queued.values() if state == "queued")
         if queued:
-            logger.info("dispatcher queued %d due accounts", len(queued))
+            logger.info(
+                "dispatcher queued %d due accounts (%d already waiting)",
+                fresh,
+                len(queued) - fresh,
+                extra={"event": "dispatched", "queued": fresh, "waiting": len(queued) - fresh},
+            )
         return queued
 
     async def recover_stalled(self) -> list[str]:
@@ -278,46 +343,110 @@ class Jobs:
         """Dispatch once (a restarted worker picks up lost work at once), then work.
 
         Succeeded jobs are deleted (`invoicing_runs` keeps the history); failed ones, those
-        of lost workers, stay for inspection.
+        of lost workers, stay for inspection. SIGINT and SIGTERM (with
+        `install_signal_handlers`) stop it gently: running jobs end first. When the job
+        worker stops by itself (its listener, fetch loop or heartbeat lost the database),
+        `StoreError` is raised once its running jobs have ended, so that the process exits
+        non-zero and its supervisor starts it again: a worker left up without a listener
+        would never run a job again.
         """
         await self.dispatch()
+        self._stop_requested = False
+        self.manager.failure = None
         watchdog = asyncio.create_task(
             self.watch_stalled(max(0.1, min(heartbeat, self.stalled_after / 2)))
         )
-        try:
-            await self.app.run_worker_async(
+        worker = asyncio.create_task(
+            self.app.run_worker_async(
                 concurrency=concurrency,
                 wait=wait,
                 name=f"{socket.gethostname()}:{os.getpid()}",
                 update_heartbeat_interval=heartbeat,
                 stalled_worker_timeout=self.stalled_after,
-                install_signal_handlers=install_signal_handlers,
+                # Ours (`_on_signal`): a stop we asked for is told from one it chose.
+                install_signal_handlers=False,
                 # The runs table is the history; succeeded jobs would only pile up.
                 delete_jobs="successful",
             )
+        )
+        signals = _SIGNALS if install_signal_handlers else ()
+        loop = asyncio.get_running_loop()
+        for sig in signals:
+            loop.add_signal_handler(sig, self._on_signal, worker)
+        self.worker_problem = None
+        failure: BaseException | None = None
+        try:
+            await worker
+        except asyncio.CancelledError:
+            if not self._stop_requested or _cancelled(asyncio.current_task()):
+                raise
+        except Exception as exc:  # the fetch loop, or the worker's own bookkeeping
+            failure = exc
         finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
             watchdog.cancel()
             await asyncio.gather(watchdog, return_exceptions=True)
+            if self.worker_problem is None:
+                self.worker_problem = "the job worker stopped"
+        problem = self.manager.failure
+        if problem is None and failure is not None:
+            problem = describe(failure)
+        if problem is None and wait and not self._stop_requested:
+            problem = "it stopped by itself (see the log above)"
+        if problem is not None:
+            self.worker_problem = f"the job worker stopped: {problem}"
+            raise StoreError(
+                f"{self.worker_problem}; exiting so that its supervisor starts it again"
+            ) from failure
+
+    @property
+    def job_worker_problem(self) -> str | None:
+        """Why this process cannot run jobs now, or None while it can (`/healthz`)."""
+        if self.manager.failure is not None:
+            return f"the job worker stopped: {self.manager.failure}"
+        return self.worker_problem
+
+    def _on_signal(self, worker: asyncio.Task[None]) -> None:
+        """SIGINT or SIGTERM: stop taking jobs; running ones end first (procrastinate
+        stops gently when its run is cancelled)."""
+        logger.info("stop requested: finishing the running jobs")
+        self._stop_requested = True
+        self.worker_problem = "the job worker is stopping"
+        worker.cancel()
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
-        """Sync one account now and record the run; its status."""
+        """Sync one account now and record the run; its status.
+
+        The run's bookkeeping is two statements on one connection held for the run: the
+        start (account, failure streak, the account's advisory lock, the run's row) and
+        the finish (outcome, next due time, lock let go).
+        """
         async with self.pool.connection() as conn:
-            account = await get_account(conn, name)
-            if account is None:
+            try:
+                started = await start_run(conn, name, job_id, worker)
+            except BaseException:
+                await conn.close()  # it may hold the account's lock: never pooled again
+                raise
+            if started is None:
                 logger.info("account %r was removed before its job ran", name)
                 return "gone"
-            failures = await failure_streak(conn, name)
-            run_id = await start_run(conn, name, job_id, worker)
-        progress = _Progress(self.pool, run_id)
-        try:
-            outcome = await self.account_run(account, failures, progress).run()
-        except asyncio.CancelledError:
-            stopped = RunOutcome(name, "error", error="stopped: the worker shut down", due_in=0)
-            await asyncio.shield(self._finish(run_id, stopped))
-            raise
-        finally:
-            await progress.stop()
-        await self._finish(run_id, outcome)
+            progress = _Progress(self.pool, started.run_id)
+            run = self.account_run(started.account, started.failures, progress)
+            run = attrs.evolve(run, lock=functools.partial(_already, started.locked))
+            try:
+                outcome = await run.run()
+            except asyncio.CancelledError:
+                stopped = RunOutcome(name, "error", error="stopped: the worker shut down", due_in=0)
+                finishing = asyncio.ensure_future(self._finish(conn, started, stopped))
+                try:
+                    await asyncio.shield(finishing)
+                except asyncio.CancelledError:
+                    await finishing  # `conn` holds the lock: it goes back to the pool after
+                raise
+            finally:
+                await progress.stop()
+            await self._finish(conn, started, outcome)
         if outcome.status == "error":
             self.failed_runs += 1
         return outcome.status
@@ -325,7 +454,8 @@ class Jobs:
     def account_run(
         self, account: Account, failures: int = 0, *observers: RunObserver
     ) -> AccountRun:
-        """The run of `account` as this worker makes it (its budget store, its secrets)."""
+        """The run of `account` as this worker makes it (its budget store, its secrets);
+        `sync` gives it the account's lock."""
         return AccountRun(
             account=account.name,
             base_url=account.base_url,
@@ -336,9 +466,9 @@ class Jobs:
             ),
             format=account.format,
             ca_file=account.ca_file,
-            lock=functools.partial(self._account_lock, account.name),
             secret_policy=self.secret_policy,
             concurrency=self.engine_concurrency,
+            session=self._http_session(),
             observers=(*observers, *self.observers),
             schedule=functools.partial(
                 next_due,
@@ -349,31 +479,53 @@ class Jobs:
             ),
         )
 
-    async def _finish(self, run_id: int, outcome: RunOutcome) -> None:
-        async with self.pool.connection() as conn:
-            await finish_run(conn, run_id, outcome)
+    def _http_session(self) -> aiohttp.ClientSession:
+        """The worker's one HTTP session, shared by its runs (connections kept alive
+        between runs of a host); it keeps no cookies, since accounts share it."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
+        return self._http
 
-    @asynccontextmanager
-    async def _account_lock(self, name: str) -> AsyncIterator[bool]:
-        """The account's advisory lock for the run, held on a connection of its own;
-        yields False (and holds nothing) when another run has it."""
-        key = locks.ACCOUNT_RUN.name(name)
-        async with self.pool.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)
+    async def _finish(self, conn: Conn, started: StartedRun, outcome: RunOutcome) -> None:
+        """Record the outcome and let go of the lock on the run's connection `conn`; when
+        that fails (the database went away), `conn` is closed (the server drops its lock)
+        and the outcome recorded on a new connection once the database is back (a few
+        tries over about 15 s), with the requests the run spent."""
+        try:
+            await finish_run(conn, started.run_id, outcome, unlock=started.locked)
+            return
+        except Exception as exc:
+            await conn.close()
+            failure: Exception = exc
+        for wait in _FINISH_RETRIES:
+            logger.warning(
+                "recording run %d failed, again in %gs: %s", started.run_id, wait, failure
             )
-            row = await cursor.fetchone()
-            if row is None or not row[0]:
-                yield False
-                return
+            await asyncio.sleep(wait)
             try:
-                yield True
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+                async with self.pool.connection() as other:
+                    await finish_run(other, started.run_id, outcome, unlock=False)
+                return
+            except Exception as exc:
+                failure = exc
+        raise failure
+
+
+@asynccontextmanager
+async def _already(locked: bool) -> AsyncIterator[bool]:
+    """The account's lock as `start_run` took it (or found it held)."""
+    yield locked
+
+
+def _cancelled(task: asyncio.Task[Any] | None) -> bool:
+    """Whether `task` itself is being cancelled (not only a task it awaits)."""
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return cancelling is not None and bool(cancelling())
 
 
 class _Progress(RunObserver):
-    """Writes a run's progress at most every 2 seconds, off the engine's path."""
+    """Writes a run's progress at most every `_PROGRESS_EVERY` seconds, the first time
+    that long after its first batch, off the engine's path."""
 
     def __init__(self, pool: Pool, run_id: int) -> None:
         self._pool = pool
@@ -387,15 +539,15 @@ class _Progress(RunObserver):
             self._task = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
-        latest = self._latest
-        if latest is None:
-            return
         try:
+            await asyncio.sleep(_PROGRESS_EVERY)  # a shorter run never writes its progress
+            latest = self._latest
+            if latest is None:
+                return
             async with self._pool.connection() as conn:
                 await record_progress(
                     conn, self._run_id, latest.done, latest.total, latest.requests
                 )
-            await asyncio.sleep(2.0)
         except Exception as exc:  # progress is a view; the run goes on without it
             logger.debug("progress of run %d not written: %s", self._run_id, exc)
 

@@ -12,12 +12,18 @@ from typing import Final
 
 import attrs
 
-__all__ = ["ACCOUNT_RUN", "BUDGET_KEY", "MIGRATIONS", "KeyedLock"]
+__all__ = ["ACCOUNT_RUN", "BUDGET_KEY", "DISPATCH", "MIGRATIONS", "KeyedLock"]
 
 MIGRATIONS: Final = 7305841960129
 """Transaction-scoped, while any component's schema is migrated (`migrations.apply`) and
 while procrastinate's schema is installed: processes starting at once apply each
 migration exactly once, the others wait and find it done."""
+
+DISPATCH: Final = 7305841960131
+"""Session-scoped, taken with ``pg_try_advisory_lock`` by a worker's dispatcher while it
+queues the due accounts (`_jobs.tasks.Jobs.dispatch`): two workers starting together do
+not both queue them (the second would take the first's accounts, between its update and
+its defer, for orphans), and each logs what it queued itself."""
 
 
 @attrs.frozen

@@ -12,11 +12,13 @@ written to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import re
-from collections.abc import Sequence
+import weakref
+from collections.abc import AsyncIterator, Sequence
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -30,7 +32,15 @@ if TYPE_CHECKING:
 
     Conn = AsyncConnection[TupleRow]
 
-__all__ = ["Component", "Migration", "apply", "check", "migrate", "read_versions"]
+__all__ = [
+    "Component",
+    "Migration",
+    "apply",
+    "check",
+    "migrate",
+    "once_per_pool",
+    "read_versions",
+]
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
@@ -131,6 +141,27 @@ async def read_versions(conn: Conn, components: Sequence[Component], where: str)
                 "the database was not changed"
             )
     return versions
+
+
+# Per pool, the components whose schema was found (or made) current through it, and a
+# lock so that stores opening at once check it once: not at every open (5 statements).
+_CURRENT: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_CHECKING: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def once_per_pool(pool: Any, components: Sequence[Component]) -> AsyncIterator[bool]:
+    """Yields whether the components' schemas still need a check through `pool`; when
+    the block then ends without an error, they are known current for the pool's life."""
+    names = {c.name for c in components}
+    if names <= _CURRENT.get(pool, set()):
+        yield False
+        return
+    async with _CHECKING.setdefault(pool, asyncio.Lock()):
+        needed = not names <= _CURRENT.get(pool, set())
+        yield needed
+        if needed:
+            _CURRENT.setdefault(pool, set()).update(names)
 
 
 async def check(conn: Conn, components: Sequence[Component], where: str) -> None:

@@ -41,6 +41,30 @@ SCHEMA = migrations.Component("store", "invoicing_async._sync", sign="invoicing_
 
 T = TypeVar("T")
 
+# The plan replaced in one statement: rows no longer in it deleted, the others upserted.
+_SAVE_PENDING = (
+    "WITH gone AS (DELETE FROM invoicing_pending WHERE account = %s"
+    " AND NOT id = ANY(%s::bigint[]))"
+    " INSERT INTO invoicing_pending (account, id, revision, attempts, quarantined, since)"
+    " SELECT %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::integer[], %s::boolean[],"
+    " %s::double precision[]) ON CONFLICT (account, id) DO UPDATE SET"
+    " revision = EXCLUDED.revision, attempts = EXCLUDED.attempts,"
+    " quarantined = EXCLUDED.quarantined, since = EXCLUDED.since"
+)
+#: Rows of `PostgresStore.revisions` per SELECT (keyset pages by id).
+REVISIONS_PAGE = 5000
+# The first page of revisions and the pending plan (its rows have attempts), in one.
+_REVISIONS_AND_PENDING = (
+    "SELECT * FROM (SELECT id, revision, NULL::integer, NULL::boolean, NULL::double precision"
+    " FROM invoicing_invoices WHERE account = %s AND deleted_at IS NULL ORDER BY id LIMIT %s) r"
+    " UNION ALL SELECT id, revision, attempts, quarantined, since FROM invoicing_pending"
+    " WHERE account = %s"
+)
+_REVISIONS_AFTER = (
+    "SELECT id, revision FROM invoicing_invoices WHERE account = %s AND deleted_at IS NULL"
+    " AND id > %s ORDER BY id LIMIT %s"
+)
+
 
 class PostgresStore:
     """An account's invoices in PostgreSQL, beside other accounts' in the same tables.
@@ -97,6 +121,10 @@ class PostgresStore:
         self._where = where_of(str(self._pool.conninfo))
         self._pool_timeout = pool_timeout
         self._ready = False
+        # Whether the account has a pending plan stored (None: not known yet).
+        self._pending_stored: bool | None = None
+        # The plan `revisions()` read beside the revisions, for the next `pending()`.
+        self._pending_read: dict[int, PendingEntry] | None = None
         self._opening = asyncio.Lock()
         self._calls = BoundedCalls(timeout, self._where)
 
@@ -144,11 +172,13 @@ class PostgresStore:
             # Our pool connects once first (`connect.Pool`): a wrong URL, a missing
             # database or a refused login fails now with the server's reason.
             await self._pool.open(wait=False)
-        async with self._pool.connection(timeout=self._pool_timeout) as conn:
-            if self._migrate:
-                await migrations.apply(conn, [SCHEMA], self._where)
-            else:
-                await migrations.check(conn, [SCHEMA], self._where)
+        async with migrations.once_per_pool(self._pool, [SCHEMA]) as needed:
+            if needed:  # checked once per pool, not at every open of its stores
+                async with self._pool.connection(timeout=self._pool_timeout) as conn:
+                    if self._migrate:
+                        await migrations.apply(conn, [SCHEMA], self._where)
+                    else:
+                        await migrations.check(conn, [SCHEMA], self._where)
 
     async def _call(self, work: Callable[[Conn], Awaitable[T]], doing: str = "cannot use") -> T:
         """`work` on a pooled connection, after the store is open, bounded in time."""
@@ -170,29 +200,49 @@ class PostgresStore:
     # -- reading ----------------------------------------------------------------------------
 
     async def revisions(self) -> SyncRevisions:
-        """Revision of every live invoice, streamed through a server-side cursor.
+        """Revision of every live invoice, read in pages of `REVISIONS_PAGE` by id.
 
-        Rows come 5,000 at a time (binary) into two arrays of 64-bit integers, so a
+        One plain SELECT for an account of fewer invoices (no cursor, no transaction),
+        which also reads the pending plan: the next `pending()` call returns it without a
+        statement of its own. Rows come binary into two arrays of 64-bit integers, so a
         million-invoice account costs ~16 MB here and never a million Python tuples.
         """
 
-        async def read(conn: Conn) -> SyncRevisions:
+        async def read(conn: Conn) -> tuple[SyncRevisions, dict[int, PendingEntry]]:
             found = SyncRevisions()
-            async with (
-                conn.transaction(),
-                conn.cursor(name="invoicing_revisions", binary=True) as cursor,
-            ):
-                await cursor.execute(
-                    "SELECT id, revision FROM invoicing_invoices"
-                    " WHERE account = %s AND deleted_at IS NULL ORDER BY id",
-                    (self.account,),
+            pending: dict[int, PendingEntry] = {}
+            cursor = await conn.execute(
+                _REVISIONS_AND_PENDING, (self.account, REVISIONS_PAGE, self.account), binary=True
+            )
+            page = 0
+            last = 0
+            for ident, revision, attempts, quarantined, since in await cursor.fetchall():
+                if attempts is None:
+                    found.add(ident, revision)
+                    page += 1
+                    last = max(last, ident)
+                else:
+                    pending[ident] = PendingEntry(
+                        id=ident,
+                        revision=revision,
+                        attempts=attempts,
+                        quarantined=quarantined,
+                        since=since,
+                    )
+            while page == REVISIONS_PAGE:
+                cursor = await conn.execute(
+                    _REVISIONS_AFTER, (self.account, last, REVISIONS_PAGE), binary=True
                 )
-                while rows := await cursor.fetchmany(5000):
-                    for ident, revision in rows:
-                        found.add(ident, revision)
-            return found
+                rows = await cursor.fetchall()
+                for ident, revision in rows:
+                    found.add(ident, revision)
+                page = len(rows)
+                if rows:
+                    last = rows[-1][0]
+            return found, pending
 
-        return await self._call(read, "cannot read revisions from")
+        found, self._pending_read = await self._call(read, "cannot read revisions from")
+        return found
 
     async def _rows(
         self, where: str, args: tuple[object, ...], limit: int | None = None
@@ -267,6 +317,13 @@ class PostgresStore:
         return await self._call(read, "cannot read tombstones from")
 
     async def pending(self) -> dict[int, PendingEntry]:
+        """The pending plan; the one `revisions()` read with its first page, if it was
+        the last call (as a sync's plan reads them), else read now."""
+        if self._pending_read is not None:
+            found, self._pending_read = self._pending_read, None
+            self._pending_stored = bool(found)
+            return found
+
         async def read(conn: Conn) -> dict[int, PendingEntry]:
             cursor = await conn.execute(
                 "SELECT id, revision, attempts, quarantined, since FROM invoicing_pending"
@@ -278,7 +335,9 @@ class PostgresStore:
                 for i, rev, att, q, t in await cursor.fetchall()
             }
 
-        return await self._call(read, "cannot read the pending plan from")
+        found = await self._call(read, "cannot read the pending plan from")
+        self._pending_stored = bool(found)
+        return found
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -335,30 +394,32 @@ class PostgresStore:
         return await self._call(write, "cannot write deletions to")
 
     async def save_pending(self, entries: Mapping[int, PendingEntry]) -> None:
+        """Replace the account's pending plan, in one statement; an empty plan where the
+        store holds none (read or written by this store: one run per account at a time)
+        writes nothing."""
         rows = sorted(entries.values(), key=lambda e: e.id)
+        if not rows and self._pending_stored is False:
+            return
 
         async def write(conn: Conn) -> None:
-            async with conn.transaction():
-                await conn.execute(
-                    "DELETE FROM invoicing_pending WHERE account = %s", (self.account,)
-                )
-                if rows:
-                    await conn.execute(
-                        "INSERT INTO invoicing_pending"
-                        " (account, id, revision, attempts, quarantined, since)"
-                        " SELECT %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::integer[],"
-                        " %s::boolean[], %s::double precision[])",
-                        (
-                            self.account,
-                            [e.id for e in rows],
-                            [e.revision for e in rows],
-                            [e.attempts for e in rows],
-                            [e.quarantined for e in rows],
-                            [e.since for e in rows],
-                        ),
-                    )
+            await conn.execute(
+                _SAVE_PENDING,
+                (
+                    self.account,
+                    [e.id for e in rows],
+                    self.account,
+                    [e.id for e in rows],
+                    [e.revision for e in rows],
+                    [e.attempts for e in rows],
+                    [e.quarantined for e in rows],
+                    [e.since for e in rows],
+                ),
+            )
 
+        self._pending_read = None
+        self._pending_stored = None  # unknown until the write is known to have landed
         await self._call(write, "cannot save the pending plan to")
+        self._pending_stored = bool(rows)
 
 
 def _column(text: str | None) -> str | None:

@@ -48,7 +48,7 @@ def test_a_toml_file_as_sync_many_reads_it_is_imported_and_reimported_idempotent
         'token = "tk"\ntoken_secret_file = "/run/secrets/beta"\nevery_seconds = 3600\n'
     )
     assert cli("accounts", "import", str(file), url=migrated) == 0
-    assert "2 added, 0 updated" in capsys.readouterr().out
+    assert "2 added, 0 updated, 0 unchanged" in capsys.readouterr().out
     assert accounts(migrated) == [
         ("acme", "https://acme.example.com", "env:INVOICING_SECRET_ACME", 300, 86400),
         ("beta", "http://127.0.0.1:8080", "env:INVOICING_SECRET_CS", 300, 3600),
@@ -64,7 +64,7 @@ def test_a_toml_file_as_sync_many_reads_it_is_imported_and_reimported_idempotent
     # Again, with one account changed: nothing added, its schedule kept.
     file.write_text(file.read_text().replace("hourly_limit = 300", "hourly_limit = 200"))
     assert cli("accounts", "import", str(file), url=migrated) == 0
-    assert "0 added, 2 updated" in capsys.readouterr().out
+    assert "0 added, 2 updated, 0 unchanged" in capsys.readouterr().out
     assert [a[3] for a in accounts(migrated)] == [200, 200]
     assert query(migrated, "SELECT name, due_at FROM invoicing_accounts ORDER BY name") == due
 
@@ -146,9 +146,9 @@ def test_ten_thousand_accounts_are_imported_in_under_ten_seconds(
     assert query(migrated, "SELECT count(*), count(DISTINCT host) FROM invoicing_accounts") == [
         (10_000, 50)
     ]
-    # The same file again: every row updated, none added.
+    # The same file again: nothing added, nothing written.
     assert main(["accounts", "import", str(file), "--database-url", migrated]) == 0
-    assert "0 added, 10000 updated" in capsys.readouterr().out
+    assert "0 added, 0 updated, 10000 unchanged" in capsys.readouterr().out
 
 
 def test_a_file_that_never_ends_is_one_line_and_nothing_is_written(

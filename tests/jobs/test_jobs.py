@@ -289,6 +289,26 @@ async def test_the_dispatcher_queues_due_accounts_only(
         assert await jobs.dispatch() == {"later": "queued"}
 
 
+async def test_two_dispatchers_at_once_queue_each_account_once_and_log_what_they_queued(
+    migrated: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with psycopg.connect(migrated) as conn:
+        conn.execute(
+            "INSERT INTO invoicing_accounts (name, base_url, host, username, secret_ref)"
+            " SELECT 'a' || n, 'https://h.example', 'h.example', 'u', 'env:INVOICING_SECRET_X'"
+            " FROM generate_series(1, 300) n"
+        )
+    caplog.set_level(logging.INFO, "invoicing_async.jobs")
+    async with Jobs(migrated) as one, Jobs(migrated) as two:
+        results = await asyncio.gather(one.dispatch(), two.dispatch(), one.dispatch())
+    states = [state for result in results for state in result.values()]
+    assert states.count("queued") == 300
+    logged = [r for r in caplog.records if getattr(r, "event", None) == "dispatched"]
+    assert sum(r.__dict__["queued"] for r in logged) == 300
+    assert sum(r.__dict__["waiting"] for r in logged) == states.count("waiting")
+    assert sync_jobs(migrated) == ["todo"] * 300
+
+
 async def test_two_workers_never_sync_one_account_at_once(
     migrated: str, service: FakeInvoicingService
 ) -> None:
@@ -377,6 +397,31 @@ async def test_a_killed_workers_account_is_synced_after_restart(
     assert runs(migrated) == ["lost", "complete"], err.decode()
     assert await stored(migrated, "acme") == 300
     assert service.password not in out.decode() + err.decode()
+
+
+async def test_a_workers_runs_share_one_http_session_that_keeps_no_cookies(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    import aiohttp
+
+    from invoicing_async._jobs.accounts import get_account
+
+    await add(migrated, service, "acme")
+    await add(migrated, service, "beta")
+    async with Jobs(migrated) as jobs:
+        async with jobs.pool.connection() as conn:
+            acme, beta = await get_account(conn, "acme"), await get_account(conn, "beta")
+        assert acme is not None
+        assert beta is not None
+        assert await jobs.sync("acme") == "complete"
+        assert await jobs.sync("beta") == "complete"
+        session = jobs.account_run(acme).session
+        assert session is not None
+        assert jobs.account_run(beta).session is session
+        # Accounts of one host share it: a cookie one account's server sets must never
+        # reach another account's requests.
+        assert isinstance(session.cookie_jar, aiohttp.DummyCookieJar)
+    assert session.closed
 
 
 async def test_a_failed_run_is_recorded_without_its_secret(
@@ -599,6 +644,42 @@ async def test_a_failing_account_backs_off_and_status_shows_its_streak(
     assert await acli("status", "--check", "--json", url=migrated) == 0
     [line] = json.loads(capsys.readouterr().out)
     assert line["failures"] == 0
+
+
+async def test_status_check_prints_the_problems_or_one_line_and_status_account_one_account(
+    migrated: str,
+    service: FakeInvoicingService,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in ("acme", "beta", "gamma"):
+        await add(migrated, service, name)
+    async with Jobs(migrated) as jobs:
+        for name in ("acme", "beta"):
+            assert await jobs.sync(name) == "complete"
+    capsys.readouterr()
+    assert await acli("status", "--check", url=migrated) == 0
+    out, err = capsys.readouterr()
+    assert (out, err) == ("ok: 3 accounts, none failing or overdue (2 complete, 1 never run)\n", "")
+    assert await acli("status", "beta", url=migrated) == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith("beta: complete, ")
+    assert "acme" not in out
+    assert "  invoices: 300 created, 0 updated, 0 deleted; 300/300 done" in out
+    assert await acli("status", "nobody", url=migrated) == 2
+    assert "no account 'nobody'" in capsys.readouterr().err
+    monkeypatch.setenv(SECRET_ENV, "wrong-password")
+    async with Jobs(migrated) as jobs:
+        assert await jobs.sync("gamma") == "error"
+    capsys.readouterr()
+    assert await acli("status", "--check", url=migrated) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    [problem, total] = err.splitlines()
+    assert problem.startswith("check: gamma: last run error: ")
+    assert total == "check: 1 of 3 accounts need attention"
+    assert await acli("status", "--check", "acme", url=migrated) == 0
+    assert capsys.readouterr().out.startswith("ok: 1 account, ")
 
 
 def test_worker_until_idle_exits_1_when_a_run_failed_and_logs_each_run(

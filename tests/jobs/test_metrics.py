@@ -10,6 +10,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from procrastinate.exceptions import ConnectorException
 from prometheus_client.parser import text_string_to_metric_families
 
 from invoicing_async._jobs.metrics import MetricsServer, RunMetrics, health
@@ -66,7 +67,9 @@ async def test_a_worker_serves_its_run_metrics_queue_and_health(
         == 0
     )
     port = free_port()
-    worker = asyncio.create_task(acli("worker", "--metrics-port", str(port), url=url))
+    worker = asyncio.create_task(
+        acli("worker", "--metrics-port", str(port), "--metrics-per-host", url=url)
+    )
     try:
         samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         for _ in range(600):
@@ -88,6 +91,8 @@ async def test_a_worker_serves_its_run_metrics_queue_and_health(
         assert samples[("invoicing_invoices_total", (("change", "deleted"),))] == 0
         host = service.base_url.split("//")[1].rstrip("/")
         assert 0 < samples[("invoicing_budget_remaining", (("host", host),))] < 350
+        assert samples[("invoicing_run_budget_remaining_count", ())] == 2
+        assert not [name for name, _ in samples if name.endswith("_created")]
         # Read from the database at the scrape: nothing waits, nothing is overdue.
         samples = await scrape(port)
         assert samples[("invoicing_queue_jobs", (("status", "todo"),))] == 0
@@ -115,10 +120,27 @@ async def test_healthz_answers_503_with_the_reason(migrated: str) -> None:
             assert (await get(server.port, "/metrics"))[0] == 200
 
 
+async def test_healthz_answers_503_once_the_job_worker_cannot_fetch_jobs(migrated: str) -> None:
+    async with Jobs(migrated) as jobs:
+        server = MetricsServer(jobs, RunMetrics(), port=0)
+        async with server:
+            assert (await get(server.port, "/healthz"))[0] == 200
+            async with jobs.pool.connection() as conn:
+                await conn.execute("ALTER TABLE procrastinate_jobs RENAME TO gone")
+            with pytest.raises(ConnectorException):
+                await jobs.manager.fetch_job(queues=None, worker_id=1)
+            status, text = await get(server.port, "/healthz")
+            assert status == 503
+            assert text.startswith("the job worker stopped: fetching jobs failed: ")
+            assert "procrastinate_jobs" in text  # psycopg's reason, not only "Database error"
+
+
 def test_health_is_the_heartbeat_and_the_database() -> None:
     assert health(5.0, 30.0, None) is None
     assert health(31.0, 30.0, None) == "heartbeat stale: last 31s ago (limit 30s)"
     assert health(1.0, 30.0, "connection refused") == "database unreachable: connection refused"
+    stopped = "the job worker stopped: the job listener failed: connection refused"
+    assert health(1.0, 30.0, None, stopped) == stopped
 
 
 def test_metrics_without_prometheus_client_name_the_extra(tmp_path: Path) -> None:
@@ -134,3 +156,59 @@ def test_metrics_without_prometheus_client_name_the_extra(tmp_path: Path) -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     ).stdout
     assert "[metrics] extra" in out
+
+
+def series(metrics: RunMetrics) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    body, _ = metrics.exposition()
+    return {
+        (s.name, tuple(sorted(s.labels.items())))
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    }
+
+
+def observe_runs(metrics: RunMetrics, hosts: int) -> None:
+    """600 runs of every outcome, spread over `hosts` customer hosts."""
+    from invoicing_async import BasicAuth
+    from invoicing_async._account_run import AccountRun, RunOutcome
+
+    outcomes = ("complete", "incomplete", "budget", "locked", "error")
+    for n in range(600):
+        run = AccountRun(
+            account=f"a{n}",
+            base_url=f"https://h{n % hosts}.example:8443",
+            auth=BasicAuth("u", "p"),
+            open_store=lambda: None,  # type: ignore[arg-type,return-value]
+        )
+        outcome = RunOutcome(f"a{n}", outcomes[n % 5], seconds=n / 100, budget_left=n % 350)  # type: ignore[arg-type]
+        metrics.finished(run, outcome)
+
+
+def test_label_sets_are_bounded_whatever_the_number_of_hosts() -> None:
+    few, many = RunMetrics(), RunMetrics()
+    observe_runs(few, hosts=3)
+    observe_runs(many, hosts=600)
+    assert series(few) == series(many)  # the same series for 3 hosts as for 600
+    labels = {key for _, pairs in series(many) for key, _ in pairs}
+    assert labels == {"outcome", "change", "le"}
+    assert ("invoicing_run_budget_remaining_count", ()) in series(many)
+    assert not [name for name, _ in series(many) if name.endswith("_created")]
+
+
+def test_the_per_host_gauge_is_opt_in() -> None:
+    metrics = RunMetrics(per_host=True)
+    observe_runs(metrics, hosts=40)
+    hosts = {dict(pairs)["host"] for name, pairs in series(metrics) if "host" in dict(pairs)}
+    assert hosts == {f"h{n}.example:8443" for n in range(40)}
+    assert not [name for name, _ in series(metrics) if name.endswith("_created")]
+
+
+def test_every_family_is_documented() -> None:
+    metrics = RunMetrics(per_host=True)
+    metrics.queue.labels("todo").set(0)
+    body, _ = metrics.exposition()
+    families = {f.name for f in text_string_to_metric_families(body.decode())}
+    docs = (Path(__file__).parents[2] / "docs/operations/monitoring.md").read_text()
+    exposed = {f"{name}_total" if f"`{name}_total`" in docs else name for name in families}
+    assert len(families) == 8
+    assert {name for name in exposed if f"| `{name}` |" not in docs} == set()

@@ -347,6 +347,33 @@ async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> No
     print(f"revisions of {rows} rows: {seconds:.2f}s, peak {peak / 1e6:.1f} MB traced")
 
 
+async def test_revisions_come_in_pages_by_id_with_the_pending_plan(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plain SELECTs by keyset (no cursor); the first also reads the pending plan, which
+    the next `pending()` returns; an empty plan where none is stored writes nothing."""
+    from invoicing_async._sync import postgres as store_module
+
+    monkeypatch.setattr(store_module, "REVISIONS_PAGE", 3)
+    plan = {2: PendingEntry(id=2, revision=20, attempts=1), 12: PendingEntry(id=12, revision=5)}
+    async with PostgresStore.connection_pool(postgres_url) as pool:
+        store = PostgresStore(pool, account="acme")
+        await store.apply_documents(documents_of([inv(i, i) for i in range(1, 10)]))
+        await store.apply_deletions([4], AT)
+        await store.save_pending(plan)
+        assert dict(await store.revisions()) == {i: i for i in range(1, 10) if i != 4}
+        assert await store.pending() == plan
+        await store.save_pending({2: plan[2]})
+        assert await store.pending() == {2: plan[2]}  # read again: the write is seen
+        await store.save_pending({})
+        assert dict(await store.revisions()) == {i: i for i in range(1, 10) if i != 4}
+        assert await store.pending() == {}
+    # The pool is closed: a statement would fail. The plan is known empty: none is sent.
+    await store.save_pending({})
+    with pytest.raises(ia.StoreError):
+        await store.save_pending(plan)
+
+
 # -- failures -------------------------------------------------------------------------------
 
 
