@@ -44,7 +44,8 @@ SERVER_FIXTURES = frozenset({"postgres_server", "postgres_url", "redis_server", 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `servers` every test that asks for PostgreSQL or Redis by fixture name.
+    """Mark `servers` every test that asks for PostgreSQL or Redis by fixture name, and
+    `slow` every `stress` test (so `-m "not slow"` leaves the stress out too).
 
     Tests that reach a server through a parameter (`request.getfixturevalue`) carry the
     mark on that parameter (`tests.servers.POSTGRES`, `REDIS`); the server fixtures refuse
@@ -53,6 +54,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.servers)
+        if item.get_closest_marker("stress") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=["xml", "json"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # children under an address-space cap
+pytestmark = pytest.mark.stress  # children under an address-space cap
 
 CAP = 1 << 30  # bytes of address space for the whole child process
 MEMBERS = 9_900_000  # under the limit of 10,000,000 values a response may hold

@@ -208,6 +208,7 @@ async def migrate_in_a_process(url: str) -> asyncio.subprocess.Process:
     )
 
 
+@pytest.mark.stress
 async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) -> None:
     for _trial in range(4):
         with psycopg.connect(postgres_url) as conn:
@@ -225,6 +226,7 @@ async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) 
         assert [v for v, _ in _versions(postgres_url)] == ALL
 
 
+@pytest.mark.stress
 async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> None:
     for trial in range(4):
         with psycopg.connect(postgres_url) as conn:
@@ -280,6 +282,7 @@ async def test_without_migrate_an_old_database_is_refused(postgres_url: str) -> 
 # -- revisions ------------------------------------------------------------------------------
 
 
+@pytest.mark.stress
 async def test_revisions_are_streamed_in_bounded_memory(postgres_url: str) -> None:
     rows = 200_000
     await PostgresStore.migrate(postgres_url)

@@ -70,7 +70,7 @@ def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
         SQLiteStore(tmp_path / "no-such-folder" / "s.db")
 
 
-@pytest.mark.slow
+@pytest.mark.stress
 async def test_several_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
     code = "import sys; from invoicing_async.sync import SQLiteStore; SQLiteStore(sys.argv[1])"
     for trial in range(8):

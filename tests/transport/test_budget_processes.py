@@ -13,7 +13,7 @@ from invoicing_async.testing import FakeInvoicingService
 from tests.servers import POSTGRES, REDIS
 from tests.transport.budget_child import run_children
 
-pytestmark = pytest.mark.slow  # processes of their own
+pytestmark = pytest.mark.stress  # processes of their own, 20 callers each
 
 ROOT = Path(__file__).parents[2]
 LIMIT = 30

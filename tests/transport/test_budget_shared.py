@@ -337,6 +337,7 @@ async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
     await budget.close()
 
 
+@pytest.mark.stress
 async def test_budgets_opening_one_new_sqlite_file_at_once_all_open(tmp_path: Path) -> None:
     """Switching a new file to WAL is refused without waiting ("database is locked") to
     the others opening it at the same moment: they try again within the store timeout."""
