@@ -40,7 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("filterwarnings", line)
 
 
-SERVER_FIXTURES = frozenset({"postgres_server", "postgres_url", "redis_server", "redis_url"})
+SERVER_FIXTURES = frozenset(
+    {"postgres_server", "postgres_url", "empty_postgres_url", "redis_server", "redis_url"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -107,9 +109,23 @@ async def scripted() -> AsyncIterator[ScriptedAPI]:
 
 
 # Real PostgreSQL and Redis, started by the suite (tests/servers.py).
-from tests.servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: E402
+from tests.servers import (  # noqa: E402
+    empty_postgres_url,
+    postgres_server,
+    postgres_template,
+    postgres_url,
+    redis_server,
+    redis_url,
+)
 
-__all__ = ["postgres_server", "postgres_url", "redis_server", "redis_url"]
+__all__ = [
+    "empty_postgres_url",
+    "postgres_server",
+    "postgres_template",
+    "postgres_url",
+    "redis_server",
+    "redis_url",
+]
 
 
 @pytest.fixture(autouse=True)

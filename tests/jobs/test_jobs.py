@@ -107,12 +107,14 @@ def runs(url: str, account: str = "acme") -> list[str]:
 # -- schema and accounts --------------------------------------------------------------------
 
 
-def test_migrate_twice_is_idempotent(postgres_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli("db", "migrate", url=postgres_url) == 0
+def test_migrate_twice_is_idempotent(
+    empty_postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("db", "migrate", url=empty_postgres_url) == 0
     assert "migrated" in capsys.readouterr().out
-    assert cli("db", "migrate", url=postgres_url) == 0
+    assert cli("db", "migrate", url=empty_postgres_url) == 0
     assert "up to date" in capsys.readouterr().out
-    tables = {r[0] for r in query(postgres_url, "SELECT tablename FROM pg_tables")}
+    tables = {r[0] for r in query(empty_postgres_url, "SELECT tablename FROM pg_tables")}
     assert {"invoicing_accounts", "invoicing_runs", "procrastinate_jobs"} <= tables
 
 

@@ -172,25 +172,25 @@ def applied(url: str) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("versions", [(1, 2), (1,)])
 async def test_a_database_of_an_older_release_is_upgraded(
-    postgres_url: str, versions: tuple[int, ...]
+    empty_postgres_url: str, versions: tuple[int, ...]
 ) -> None:
-    legacy_database(postgres_url, versions)
+    legacy_database(empty_postgres_url, versions)
     # The store alone first (a worker's store opening), then `db migrate`.
-    async with PostgresStore(postgres_url, account="acme") as store:
+    async with PostgresStore(empty_postgres_url, account="acme") as store:
         invoice = await store.get(7)
         assert invoice is not None
         assert (invoice.revision, invoice.po_number) == (3, "nul\x00 x")
-    done = await migrations.migrate(postgres_url, COMPONENTS)
+    done = await migrations.migrate(empty_postgres_url, COMPONENTS)
     # The store's migrations were recorded as the old table said, and only new ones ran.
     ran = [(m.component, m.version) for m in done]
     assert ("store", 1) not in ran
     assert (("jobs", 1) in ran) == (versions == (1,))
     latest = {c.name: c.latest for c in COMPONENTS}
-    assert applied(postgres_url) == [
+    assert applied(empty_postgres_url) == [
         (name, v) for name in sorted(latest) for v in range(1, latest[name] + 1)
     ]
-    assert await migrations.migrate(postgres_url, COMPONENTS) == []
-    with psycopg.connect(postgres_url) as conn:
+    assert await migrations.migrate(empty_postgres_url, COMPONENTS) == []
+    with psycopg.connect(empty_postgres_url) as conn:
         # Releases before the runner read this table: they now refuse the database.
         [(top,)] = conn.execute("SELECT max(version) FROM invoicing_schema").fetchall()
         assert top > 2
@@ -200,14 +200,14 @@ async def test_a_database_of_an_older_release_is_upgraded(
         assert state == "open"
 
 
-async def test_migrations_run_in_one_transaction(postgres_url: str) -> None:
+async def test_migrations_run_in_one_transaction(empty_postgres_url: str) -> None:
     """A failing migration leaves nothing of the run behind: not even the store's tables,
     applied before it in the same transaction."""
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
+    with psycopg.connect(empty_postgres_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE invoicing_budget_units (key int)")  # not the budget's
     with pytest.raises(ia.StoreError, match="cannot migrate"):
-        await migrations.migrate(postgres_url, COMPONENTS)
-    with psycopg.connect(postgres_url) as conn:
+        await migrations.migrate(empty_postgres_url, COMPONENTS)
+    with psycopg.connect(empty_postgres_url) as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables").fetchall()}
     assert "invoicing_invoices" not in tables
     assert "invoicing_migrations" not in tables

@@ -209,32 +209,34 @@ async def migrate_in_a_process(url: str) -> asyncio.subprocess.Process:
 
 
 @pytest.mark.stress
-async def test_concurrent_migrations_apply_each_version_once(postgres_url: str) -> None:
+async def test_concurrent_migrations_apply_each_version_once(empty_postgres_url: str) -> None:
     for _trial in range(4):
-        with psycopg.connect(postgres_url) as conn:
+        with psycopg.connect(empty_postgres_url) as conn:
             conn.execute(
                 "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
                 " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
-        processes = [await migrate_in_a_process(postgres_url) for _ in range(3)]
-        in_process = await asyncio.gather(*(PostgresStore.migrate(postgres_url) for _ in range(6)))
+        processes = [await migrate_in_a_process(empty_postgres_url) for _ in range(3)]
+        in_process = await asyncio.gather(
+            *(PostgresStore.migrate(empty_postgres_url) for _ in range(6))
+        )
         outputs = [await p.communicate() for p in processes]
         assert [err.decode() for _, err in outputs] == ["", "", ""]
         children = [out.decode().strip() for out, _ in outputs]
         applied = [str(a) for a in in_process] + children
         assert sorted(applied) == [str(ALL)] + ["[]"] * 8  # one migrated, eight found it done
-        assert [v for v, _ in _versions(postgres_url)] == ALL
+        assert [v for v, _ in _versions(empty_postgres_url)] == ALL
 
 
 @pytest.mark.stress
-async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> None:
+async def test_stores_opening_at_once_on_a_new_database(empty_postgres_url: str) -> None:
     for trial in range(4):
-        with psycopg.connect(postgres_url) as conn:
+        with psycopg.connect(empty_postgres_url) as conn:
             conn.execute(
                 "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
                 " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
-        stores = [PostgresStore(postgres_url, account=f"a{n}") for n in range(6)]
+        stores = [PostgresStore(empty_postgres_url, account=f"a{n}") for n in range(6)]
         try:
             results = await asyncio.gather(
                 *(s.apply_documents(documents_of([inv(1, trial)])) for s in stores),
@@ -243,7 +245,7 @@ async def test_stores_opening_at_once_on_a_new_database(postgres_url: str) -> No
         finally:
             await asyncio.gather(*(s.close() for s in stores))
         assert [getattr(r, "created", r) for r in results] == [[1]] * 6
-        assert len(_versions(postgres_url)) == SCHEMA.latest
+        assert len(_versions(empty_postgres_url)) == SCHEMA.latest
 
 
 async def test_a_newer_schema_is_refused_untouched(postgres_url: str) -> None:
@@ -262,20 +264,20 @@ async def test_a_newer_schema_is_refused_untouched(postgres_url: str) -> None:
     assert [v for v, _ in _versions(postgres_url)] == [*ALL, 99]
 
 
-async def test_tables_of_someone_else_are_refused(postgres_url: str) -> None:
-    with psycopg.connect(postgres_url) as conn:
+async def test_tables_of_someone_else_are_refused(empty_postgres_url: str) -> None:
+    with psycopg.connect(empty_postgres_url) as conn:
         conn.execute("CREATE TABLE invoicing_invoices (id int)")
     with pytest.raises(ia.StoreError, match="not made by invoicing-async"):
-        await PostgresStore.migrate(postgres_url)
+        await PostgresStore.migrate(empty_postgres_url)
 
 
-async def test_without_migrate_an_old_database_is_refused(postgres_url: str) -> None:
-    store = PostgresStore(postgres_url, account="acme", migrate=False)
+async def test_without_migrate_an_old_database_is_refused(empty_postgres_url: str) -> None:
+    store = PostgresStore(empty_postgres_url, account="acme", migrate=False)
     with pytest.raises(ia.StoreError, match=r"schema version 0, older .* run `migrate`"):
         await store.get(1)
     await store.close()
-    assert await PostgresStore.migrate(postgres_url) == ALL
-    async with PostgresStore(postgres_url, account="acme", migrate=False) as store:
+    assert await PostgresStore.migrate(empty_postgres_url) == ALL
+    async with PostgresStore(empty_postgres_url, account="acme", migrate=False) as store:
         assert await store.get(1) is None
 
 
