@@ -1,4 +1,4 @@
-"""The hourly budget under virtual time (looptime): hours pass in milliseconds."""
+"""The hourly budget under virtual time (tests/virtual_time.py): hours pass in milliseconds."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The budget after the server said "0 left": it must not wedge for good.
 
-Simulated hours on a looptime loop: callers that fail fast (`max_wait=0`) and sleep the
+Simulated hours on a virtual-time loop: callers that fail fast (`max_wait=0`) and sleep the
 `retry_after` they are given, against the service's fixed and sliding windows, with one
 client or two clients (separate budgets) on one account. Once the estimated reset has
 passed, a request goes out to learn what is left.
