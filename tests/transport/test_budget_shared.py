@@ -13,7 +13,6 @@ import asyncio
 import random
 import socket
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -211,10 +210,10 @@ async def test_a_frozen_or_missing_server_fails_closed_in_bounded_time(
 ) -> None:
     for port in (frozen_port, _closed_port()):
         budget = ia.RateBudget(shared=f"{scheme}127.0.0.1:{port}/0", key="acme", store_timeout=1)
-        started = time.monotonic()
-        with pytest.raises(ia.BudgetUnavailableError, match="the request was not sent"):
+        with pytest.raises(ia.BudgetUnavailableError, match="the request was not sent") as info:
             await BudgetHooks(budget).acquire(max_wait=None)
-        assert time.monotonic() - started < 5
+        # The frozen server ends in the store timeout, the closed port at its refusal.
+        assert ("did not answer within 1s" in str(info.value)) == (port == frozen_port)
         await budget.close()
 
 
@@ -225,10 +224,9 @@ async def test_a_locked_sqlite_file_fails_closed_in_bounded_time(tmp_path: Path)
     holder = sqlite3.connect(tmp_path / "budget.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        started = time.monotonic()
-        with pytest.raises(ia.BudgetUnavailableError, match=r"budget\.db.*not sent"):
+        with pytest.raises(ia.BudgetUnavailableError, match=r"budget\.db.*not sent") as info:
             await BudgetHooks(budget).acquire(max_wait=None)
-        assert time.monotonic() - started < 3
+        assert "did not answer within 0.5s" in str(info.value)  # the store timeout, no hang
     finally:
         holder.execute("ROLLBACK")
         holder.close()
@@ -325,10 +323,12 @@ async def test_a_frozen_sqlite_lock_holder_leaves_the_default_thread_pool_free(
         stuck = [
             asyncio.ensure_future(BudgetHooks(budget).acquire(max_wait=None)) for _ in range(40)
         ]
-        await asyncio.sleep(0.1)  # the takers are waiting on the file's lock
-        started = time.monotonic()
+        for _ in range(10):
+            await asyncio.sleep(0)  # the takers start and block on the file's lock
         await asyncio.to_thread(lambda: None)
-        assert time.monotonic() - started < 0.5
+        # Done while every taker still waits (they give up at the 2 s store timeout): the
+        # default pool was free, not exhausted by them.
+        assert not any(task.done() for task in stuck)
         results = await asyncio.gather(*stuck, return_exceptions=True)
         assert all(isinstance(r, ia.BudgetUnavailableError) for r in results)
     finally:

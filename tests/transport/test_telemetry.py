@@ -155,8 +155,8 @@ async def test_a_retried_request_and_a_budget_wait_are_span_events(exported: Exp
     assert event.attributes["http.request.resend_count"] == 1
     assert event.attributes["http.response.status_code"] == 500
     assert event.attributes["error.type"] == "500"
-    # The retry waited for the budget's one unit to come back, not only the backoff.
-    assert 0.2 < float(str(event.attributes["invoicing.wait.seconds"])) < 2.0
+    # The retry waited for the budget's one unit to come back (0.3 s), not only the backoff.
+    assert float(str(event.attributes["invoicing.wait.seconds"])) > 0.2
     assert retried.attributes is not None
     assert retried.attributes["http.request.resend_count"] == 1
     assert retried.attributes["http.response.status_code"] == 200
@@ -189,7 +189,7 @@ async def test_a_first_send_that_waits_for_the_budget_tells_it(exported: Exporte
     (wait,) = second.events
     assert wait.name == "invoicing.budget.wait"
     assert wait.attributes is not None
-    assert 0.2 < float(str(wait.attributes["invoicing.wait.seconds"])) < 2.0
+    assert float(str(wait.attributes["invoicing.wait.seconds"])) > 0.2  # the unit's 0.3 s
 
 
 def test_without_opentelemetry_nothing_is_imported_and_nothing_changes(tmp_path: Path) -> None:
