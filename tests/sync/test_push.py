@@ -20,6 +20,7 @@ from yarl import URL
 import invoicing_async as ia
 from invoicing_async.sync import MemoryStore, PushReceiver, SyncEngine, follow_pushes
 from invoicing_async.testing import FakeInvoicingService, populate
+from tests.events import until
 
 SECRET = "s3cret-push-token-0123456789"
 
@@ -205,10 +206,7 @@ async def served_with_uvicorn(app: Any) -> AsyncIterator[str]:
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: server.started, "uvicorn started")
         assert server.started
         host, port = server.servers[0].sockets[0].getsockname()[:2]
         yield f"http://{host}:{port}"
@@ -261,10 +259,7 @@ async def test_pushes_from_the_service_are_fetched_in_one_batch(framework: str) 
             before = len(service.account.requests)
             stop = asyncio.Event()
             task = asyncio.create_task(follow_pushes(engine, receiver, interval=0.05, stop=stop))
-            for _ in range(200):  # until the follower has fetched and stored the pushes
-                if not receiver.pending:
-                    break
-                await asyncio.sleep(0.02)
+            await until(lambda: not receiver.pending, "the follower stored the pushes")
             stop.set()
             (report,) = await task
         assert report.requests == 1  # all pushes, one sync-fetch request
@@ -292,16 +287,10 @@ async def test_pushes_survive_an_outage_of_the_service() -> None:
             service.account.faults.error_rate = 1.0  # the outage: every request answers 500
             stop = asyncio.Event()
             task = asyncio.create_task(follow_pushes(engine, receiver, interval=0.01, stop=stop))
-            for _ in range(500):
-                if service.account.counters["500"] >= 3:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: service.account.counters["500"] >= 3, "three failed fetches")
             assert sorted(receiver.pending) == changed  # nothing dropped while failing
             service.account.faults.error_rate = 0.0  # recovery
-            for _ in range(500):
-                if not receiver.pending:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: not receiver.pending, "every push stored after the outage")
             stop.set()
             await task
         assert receiver.pending == {}
