@@ -45,7 +45,7 @@ async def needed(service: FakeInvoicingService, db: str) -> int:
     return len(plan.to_fetch)
 
 
-pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+pytestmark = [pytest.mark.reliability, pytest.mark.stress]  # 50 SIGKILLs per backend
 
 
 @pytest.mark.parametrize("backend", ["sqlite", POSTGRES])

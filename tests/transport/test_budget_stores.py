@@ -21,6 +21,7 @@ pytestmark = pytest.mark.servers
 HOUR = 3600.0
 
 
+@pytest.mark.stress
 @pytest.mark.parametrize("fixture", ["postgres_url", "redis_url"])
 async def test_a_shared_budget_serves_1000_concurrent_calls_of_one_process(
     fixture: str, request: pytest.FixtureRequest
