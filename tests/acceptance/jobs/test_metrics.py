@@ -1,0 +1,136 @@
+"""`worker --metrics-port`: Prometheus metrics and /healthz, scraped over loopback from a
+worker syncing against the fake service (issue #26, item 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from invoicing_async._jobs.metrics import MetricsServer, RunMetrics, health
+from invoicing_async._jobs.tasks import Jobs
+from invoicing_async.testing import FakeInvoicingService
+from tests.acceptance.jobs.test_jobs import SECRET_ENV, acli, add, cli, query
+from tests.acceptance.jobs.test_jobs import service as service  # the fixture
+
+
+@pytest.fixture
+def migrated(postgres_url: str) -> str:
+    assert cli("db", "migrate", url=postgres_url) == 0
+    return postgres_url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics by (name, labels)."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain; version=")
+        text = await response.text()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def get(port: int, path: str) -> tuple[int, str]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}{path}") as response,
+    ):
+        return response.status, await response.text()
+
+
+async def test_a_worker_serves_its_run_metrics_queue_and_health(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    url = migrated
+    await add(url, service, "acme")
+    base = ("--username", "u", "--secret", f"env:{SECRET_ENV}")
+    assert (
+        await acli("accounts", "add", "down", "--base-url", "http://127.0.0.1:9", *base, url=url)
+        == 0
+    )
+    port = free_port()
+    worker = asyncio.create_task(acli("worker", "--metrics-port", str(port), url=url))
+    try:
+        samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        for _ in range(600):
+            await asyncio.sleep(0.05)
+            try:
+                samples = await scrape(port)
+            except aiohttp.ClientConnectionError:
+                continue  # not listening yet
+            if sum(v for (n, _), v in samples.items() if n == "invoicing_runs_total") >= 2:
+                break
+        else:
+            raise AssertionError(f"the worker's runs never showed: {samples}")
+        assert samples[("invoicing_runs_total", (("outcome", "complete"),))] == 1
+        assert samples[("invoicing_runs_total", (("outcome", "error"),))] == 1
+        assert samples[("invoicing_run_duration_seconds_count", (("outcome", "complete"),))] == 1
+        (requests,) = query(url, "SELECT sum(requests) FROM invoicing_runs")[0]
+        assert samples[("invoicing_requests_total", ())] == requests > 0
+        assert samples[("invoicing_invoices_total", (("change", "created"),))] == 300
+        assert samples[("invoicing_invoices_total", (("change", "deleted"),))] == 0
+        host = service.base_url.split("//")[1].rstrip("/")
+        assert 0 < samples[("invoicing_budget_remaining", (("host", host),))] < 350
+        # Read from the database at the scrape: nothing waits, nothing is overdue.
+        samples = await scrape(port)
+        assert samples[("invoicing_queue_jobs", (("status", "todo"),))] == 0
+        assert samples[("invoicing_accounts_overdue", ())] == 0
+        assert await get(port, "/healthz") == (200, "ok\n")
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_healthz_answers_503_with_the_reason(migrated: str) -> None:
+    async with Jobs(migrated) as jobs:
+        later = MetricsServer(jobs, RunMetrics(), port=0, clock=lambda: time.monotonic() + 100)
+        async with later:
+            status, text = await get(later.port, "/healthz")
+            assert (status, text) == (503, "heartbeat stale: last 100s ago (limit 30s)\n")
+        server = MetricsServer(jobs, RunMetrics(), port=0, query_timeout=0.5)
+        async with server:
+            assert (await get(server.port, "/healthz"))[0] == 200
+            await jobs.pool.close()
+            status, text = await get(server.port, "/healthz")
+            assert status == 503
+            assert text.startswith("database unreachable: ")
+            # The run metrics are still served without the database.
+            assert (await get(server.port, "/metrics"))[0] == 200
+
+
+def test_health_is_the_heartbeat_and_the_database() -> None:
+    assert health(5.0, 30.0, None) is None
+    assert health(31.0, 30.0, None) == "heartbeat stale: last 31s ago (limit 30s)"
+    assert health(1.0, 30.0, "connection refused") == "database unreachable: connection refused"
+
+
+def test_metrics_without_prometheus_client_name_the_extra(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['prometheus_client'] = None\n"
+        "from invoicing_async._jobs.metrics import RunMetrics\n"
+        "try:\n    RunMetrics()\nexcept Exception as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout
+    assert "[metrics] extra" in out
