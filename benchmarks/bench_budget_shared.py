@@ -28,7 +28,7 @@ from invoicing_async._budget.ledger import Grant
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 from tests.servers import ServerUnavailable, start_postgres, start_redis
-from tests.transport.budget_child import run_children
+from tests.stress.budget.budget_child import run_children
 
 ROOT = Path(__file__).parents[1]
 INVOICES = 3000

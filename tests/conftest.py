@@ -40,11 +40,14 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("filterwarnings", line)
 
 
-SERVER_FIXTURES = frozenset({"postgres_server", "postgres_url", "redis_server", "redis_url"})
+SERVER_FIXTURES = frozenset(
+    {"postgres_server", "postgres_url", "empty_postgres_url", "redis_server", "redis_url"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `servers` every test that asks for PostgreSQL or Redis by fixture name.
+    """Mark `servers` every test that asks for PostgreSQL or Redis by fixture name, and
+    `slow` every `stress` test (so `-m "not slow"` leaves the stress out too).
 
     Tests that reach a server through a parameter (`request.getfixturevalue`) carry the
     mark on that parameter (`tests.servers.POSTGRES`, `REDIS`); the server fixtures refuse
@@ -53,6 +56,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.servers)
+        if item.get_closest_marker("stress") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=["xml", "json"])
@@ -104,9 +109,23 @@ async def scripted() -> AsyncIterator[ScriptedAPI]:
 
 
 # Real PostgreSQL and Redis, started by the suite (tests/servers.py).
-from tests.servers import postgres_server, postgres_url, redis_server, redis_url  # noqa: E402
+from tests.servers import (  # noqa: E402
+    empty_postgres_url,
+    postgres_server,
+    postgres_template,
+    postgres_url,
+    redis_server,
+    redis_url,
+)
 
-__all__ = ["postgres_server", "postgres_url", "redis_server", "redis_url"]
+__all__ = [
+    "empty_postgres_url",
+    "postgres_server",
+    "postgres_template",
+    "postgres_url",
+    "redis_server",
+    "redis_url",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -15,11 +15,11 @@ import ssl
 from collections.abc import Awaitable, Callable
 
 import attrs
-import trustme
 from aiohttp import web
 
 import invoicing_async as ia
 from invoicing_async.testing import MockSender, OutgoingRequest, RawResponse, mock_response
+from invoicing_async.testing._service import loopback_tls
 
 __all__ = ["BASE_URL", "Reply", "Script", "ScriptedAPI", "Seen", "scripted_client"]
 
@@ -139,11 +139,7 @@ class ScriptedAPI:
         await self._runner.setup()
         server_ssl = None
         if self.tls:
-            ca = trustme.CA()
-            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ca.issue_cert("127.0.0.1").configure_cert(server_ssl)
-            self.client_ssl = ssl.create_default_context()
-            ca.configure_trust(self.client_ssl)
+            _, server_ssl, self.client_ssl = loopback_tls()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=server_ssl)
         await site.start()
         self.port = self._runner.addresses[0][1]

@@ -7,7 +7,9 @@ as the `postgres` user (or `nobody`), since it refuses to run as root.
 
 A server that cannot start skips its tests on a developer's machine and fails them under
 `CI=true`: CI never passes by silently testing less. Each test gets its own database
-(PostgreSQL) or database number (Redis), so tests never see each other's rows.
+(PostgreSQL) or database number (Redis), so tests never see each other's rows. A test's
+PostgreSQL database is cloned (`CREATE DATABASE ... TEMPLATE`) from one migrated once per
+session, as procrastinate's tests do; `empty_postgres_url` is a database never migrated.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ __all__ = [
     "REDIS",
     "PostgresServer",
     "RedisServer",
+    "empty_postgres_url",
     "postgres_server",
+    "postgres_template",
     "postgres_url",
     "redis_server",
     "redis_url",
@@ -229,18 +233,61 @@ def postgres_server() -> Iterator[PostgresServer]:
         require_server(f"PostgreSQL could not start: {exc}")
 
 
-@pytest.fixture
-def postgres_url(postgres_server: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A new, empty database for this test; dropped afterwards."""
-    import psycopg
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server: PostgresServer) -> str:
+    """The name of a database migrated once (the store's, the budget's and the jobs'
+    schemas, and procrastinate's): the template of every `postgres_url`. Nobody connects
+    to it after, since PostgreSQL copies only a template no session is using."""
+    import asyncio
 
-    require_servers_mark(request)
-    name = f"t_{uuid.uuid4().hex[:16]}"
+    import psycopg
+    from procrastinate.schema import SchemaManager
+
+    from invoicing_async._jobs.tasks import COMPONENTS
+    from invoicing_async._postgres import migrations
+
+    name = "t_migrated_template"
     with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield postgres_server.url(name)
-    with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    asyncio.run(migrations.migrate(postgres_server.url(name), COMPONENTS))
+    with psycopg.connect(postgres_server.url(name)) as conn:
+        conn.execute(SchemaManager.get_schema())
+    return name
+
+
+@contextlib.contextmanager
+def database(server: PostgresServer, template: str) -> Iterator[str]:
+    """A new database copied from `template`, dropped on the way out; its URL."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield server.url(name)
+    finally:
+        with psycopg.connect(server.url(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_url(
+    postgres_server: PostgresServer, postgres_template: str, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A database of this test's own, migrated (a copy of `postgres_template`); dropped after."""
+    require_servers_mark(request)
+    with database(postgres_server, postgres_template) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_postgres_url(
+    postgres_server: PostgresServer, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A new, empty database (never migrated) for this test; dropped afterwards."""
+    require_servers_mark(request)
+    with database(postgres_server, "template1") as url:
+        yield url
 
 
 # --- Redis ----------------------------------------------------------------------------

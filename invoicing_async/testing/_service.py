@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import secrets
@@ -30,10 +31,24 @@ __all__ = ["FakeInvoicingService"]
 logger = logging.getLogger("invoicing_async.testing")
 
 
+@functools.cache
+def loopback_tls() -> tuple[trustme.CA, ssl.SSLContext, ssl.SSLContext]:
+    """The throwaway CA, a server context with its certificate for the loopback names, and a
+    client context trusting it: made once per process and shared by every fake service,
+    since making them costs more than starting a server (test suites start hundreds)."""
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost", "::1").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return ca, server, client
+
+
 class FakeInvoicingService:
     """The Invoicing Service API v1.0 on loopback, for tests, the demo and benchmarks.
 
-    Serves HTTPS with a certificate from a throwaway CA (`ssl_context` trusts it), plus a
+    Serves HTTPS with a certificate from a throwaway CA, one per process (`ssl_context`
+    trusts it), plus a
     plain-http listener that answers 302 to the https address, as the real service did.
     `tls=False` serves plain http only. Accounts are told apart by their credentials;
     with `port_per_account`, each also listens on a port of its own (`base_url_for`), as
@@ -207,12 +222,7 @@ class FakeInvoicingService:
     async def start(self) -> None:
         server_ssl = None
         if self.tls:
-            self._ca = trustme.CA()
-            cert = self._ca.issue_cert("127.0.0.1", "localhost", "::1")
-            server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            cert.configure_cert(server_ssl)
-            self._client_ssl = ssl.create_default_context()
-            self._ca.configure_trust(self._client_ssl)
+            self._ca, server_ssl, self._client_ssl = loopback_tls()
         self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl)
