@@ -14,7 +14,7 @@ import attrs
 import pytest
 
 from invoicing_async import errors, models
-from tests.test_exports import PUBLIC_MODULES
+from tests.unit.test_exports import PUBLIC_MODULES
 
 ROOT = Path(__file__).parents[2]
 REFERENCE = ROOT / "docs" / "reference"

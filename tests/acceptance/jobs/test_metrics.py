@@ -208,7 +208,7 @@ def test_every_family_is_documented() -> None:
     metrics.queue.labels("todo").set(0)
     body, _ = metrics.exposition()
     families = {f.name for f in text_string_to_metric_families(body.decode())}
-    docs = (Path(__file__).parents[2] / "docs/operations/monitoring.md").read_text()
+    docs = (Path(__file__).parents[3] / "docs/operations/monitoring.md").read_text()
     exposed = {f"{name}_total" if f"`{name}_total`" in docs else name for name in families}
     assert len(families) == 8
     assert {name for name in exposed if f"| `{name}` |" not in docs} == set()

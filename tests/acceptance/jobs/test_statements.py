@@ -16,8 +16,8 @@ import pytest
 
 from invoicing_async._jobs.tasks import Jobs
 from invoicing_async.testing import FakeInvoicingService
-from tests.jobs.postgres_process import RestartablePostgres
-from tests.jobs.test_jobs import SECRET_ENV, acli, add, query, runs
+from tests.acceptance.jobs.postgres_process import RestartablePostgres
+from tests.acceptance.jobs.test_jobs import SECRET_ENV, acli, add, query, runs
 from tests.servers import ServerUnavailable, require_server
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]

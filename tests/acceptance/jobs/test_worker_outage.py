@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 
 from invoicing_async.testing import FakeInvoicingService
-from tests.jobs.postgres_process import RestartablePostgres
-from tests.jobs.test_jobs import ROOT, SECRET_ENV, acli, add, query, runs, stored
+from tests.acceptance.jobs.postgres_process import RestartablePostgres
+from tests.acceptance.jobs.test_jobs import ROOT, SECRET_ENV, acli, add, query, runs, stored
 from tests.servers import ServerUnavailable, free_port, require_server
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]

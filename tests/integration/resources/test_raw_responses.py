@@ -14,7 +14,7 @@ from invoicing_async._models.documents import dump_model
 from invoicing_async._resources.invoices import InvoicesResource
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async.testing._writers import dump_sync_entries
-from tests.resources.test_operations import API, CASES, INVOICE, Case, docs
+from tests.integration.resources.test_operations import API, CASES, INVOICE, Case, docs
 from tests.scripted import ScriptedAPI, scripted_client
 
 RATE = {"X-RateLimit-Limit": "350", "X-RateLimit-Remaining": "297", "X-Request-Id": "abc-1"}
