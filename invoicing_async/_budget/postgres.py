@@ -14,8 +14,9 @@ import asyncio
 from typing import Any
 
 from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
-from invoicing_async._postgres.connect import connection_pool, require_psycopg, where_of
+from invoicing_async._postgres.connect import connection_pool, require_psycopg
 from invoicing_async._postgres.migrations import Component, apply
+from invoicing_async._postgres.reasons import where_of
 from invoicing_async.errors import BudgetUnavailableError, StoreError
 
 __all__ = ["SCHEMA", "PostgresBudgetStore"]

@@ -202,7 +202,7 @@ def _expected_failure(exc: Exception, args: argparse.Namespace) -> str | None:
     from invoicing_async._secrets import redact
 
     if type(exc).__module__.startswith(("psycopg", "psycopg_pool")):
-        from invoicing_async._postgres.connect import describe, where_of
+        from invoicing_async._postgres.reasons import describe, where_of
 
         where = where_of(getattr(args, "database_url", None) or "")
         return redact(f"{where}: {describe(exc)}")

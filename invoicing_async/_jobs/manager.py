@@ -13,7 +13,7 @@ from typing import Any
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.manager import JobManager
 
-from invoicing_async._postgres.connect import describe
+from invoicing_async._postgres.reasons import describe
 
 __all__ = ["WatchedJobManager"]
 

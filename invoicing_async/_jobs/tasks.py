@@ -46,7 +46,8 @@ from invoicing_async._jobs.status import (
     start_run,
 )
 from invoicing_async._postgres import locks, migrations
-from invoicing_async._postgres.connect import connection_pool, describe, where_of
+from invoicing_async._postgres.connect import connection_pool
+from invoicing_async._postgres.reasons import describe, where_of
 from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from invoicing_async._postgres import locks
-from invoicing_async._postgres.connect import error_for, require_psycopg, where_of
+from invoicing_async._postgres.connect import require_psycopg
+from invoicing_async._postgres.reasons import error_for, where_of
 from invoicing_async.errors import StoreError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from invoicing_async._postgres.connect import error_for, where_of
+from invoicing_async._postgres.reasons import error_for, where_of
 from invoicing_async.errors import StoreError
 
 __all__ = ["PROBE_TIMEOUT", "Pool", "connect", "probe"]

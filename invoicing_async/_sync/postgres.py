@@ -16,12 +16,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._postgres import migrations
-from invoicing_async._postgres.connect import (
-    BoundedCalls,
-    connection_pool,
-    require_psycopg,
-    where_of,
-)
+from invoicing_async._postgres.connect import BoundedCalls, connection_pool, require_psycopg
+from invoicing_async._postgres.reasons import where_of
 from invoicing_async._sync.store import BatchResult, PendingEntry, read_stored, write_outcome
 from invoicing_async.errors import ConfigurationError
 from invoicing_async.models import Invoice, SyncRevisions

@@ -7,7 +7,8 @@ The call's span follows the HTTP client semantic conventions (named by the metho
 before each send is told as span events: `invoicing.budget.wait` (seconds spent waiting
 for the budget before the first send), `http.retry` and `http.redirect` (a send after
 another, with the seconds between them: backoff and budget together). The sends are
-seen by wrapping the transport's `Sender` on its first traced call.
+seen by wrapping the transport's `Sender` on its first traced call; the transport is
+known by what a traced call needs of it (`Traceable`).
 
 `HTTPTransport.request` calls `tracing()` once per call: without OpenTelemetry, or with
 no provider configured, it answers False and nothing else happens.
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import contextvars
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span
     from yarl import URL
 
-    from invoicing_async._transport.http import HTTPTransport
     from invoicing_async._transport.response import Response
 
 __all__ = ["TracedSender", "traced_request", "tracing"]
@@ -38,6 +39,18 @@ __all__ = ["TracedSender", "traced_request", "tracing"]
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 #: A wait shorter than this before the first send is not a budget wait worth an event.
 _WAIT_WORTH_TELLING = 0.001
+
+
+class Traceable(Protocol):
+    """What a traced call needs of the transport (`HTTPTransport`): its sender, to wrap,
+    its URLs, and the call itself."""
+
+    sender: Sender
+
+    def url_for(self, path: str) -> URL: ...
+
+    @property
+    def request(self) -> Callable[..., Awaitable[Response]]: ...
 
 
 @attrs.define
@@ -69,7 +82,7 @@ def _server(url: URL) -> dict[str, str | int]:
     return found
 
 
-async def traced_request(transport: HTTPTransport, method: str, path: str, **call: Any) -> Response:
+async def traced_request(transport: Traceable, method: str, path: str, **call: Any) -> Response:
     """`transport.request(method, path, **call)` inside a CLIENT span of its own."""
     from opentelemetry.trace import SpanKind, StatusCode
 

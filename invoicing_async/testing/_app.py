@@ -9,7 +9,7 @@ import email.utils
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 from aiohttp import web
@@ -19,13 +19,11 @@ from invoicing_async.errors import FieldError
 from invoicing_async.models import Invoice, InvoicePayment, RecurringTemplate
 from invoicing_async.testing._account import Account, RecordedRequest
 from invoicing_async.testing._documents import sync_chunks
+from invoicing_async.testing._oauth import OAuth1Verifier
 from invoicing_async.testing._requests import parse_body, parse_changes, parse_model, parse_sync_ids
 from invoicing_async.testing._responses import Body, Streamed, content_type, streamed, truncated
 from invoicing_async.testing._rules import Missing, Unprocessable
 from invoicing_async.testing._writers import dump_field_errors, dump_list
-
-if TYPE_CHECKING:
-    from invoicing_async.testing._service import FakeInvoicingService
 
 __all__ = ["build_app"]
 
@@ -230,7 +228,18 @@ def _route(path: str, method: str) -> tuple[Handler | None, dict[str, str], int]
     return None, {}, 404
 
 
-def _basic_account(service: FakeInvoicingService, token: str) -> Account | None:
+class Served(Protocol):
+    """What the app needs of the service it serves (`FakeInvoicingService`)."""
+
+    accounts: dict[str, Account]
+    oauth1: OAuth1Verifier | None
+    port_per_account: bool
+    unauthorized: int
+
+    def serves(self, account: Account, local_port: int | None) -> bool: ...
+
+
+def _basic_account(service: Served, token: str) -> Account | None:
     try:
         user, _, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError):
@@ -241,9 +250,7 @@ def _basic_account(service: FakeInvoicingService, token: str) -> Account | None:
     return account
 
 
-def _authenticate(
-    service: FakeInvoicingService, request: web.Request, body: bytes
-) -> Account | None:
+def _authenticate(service: Served, request: web.Request, body: bytes) -> Account | None:
     """The account a request acts for: HTTP Basic, or OAuth 1.0a when the service has it."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
@@ -270,7 +277,7 @@ class BudgetRefused(Exception):
     """The account's hourly budget is spent (or cut by a fault): answer 403, 0 left."""
 
 
-def build_app(service: FakeInvoicingService) -> web.Application:
+def build_app(service: Served) -> web.Application:
     """The aiohttp application serving every account of `service`."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
