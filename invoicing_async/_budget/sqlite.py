@@ -297,7 +297,7 @@ class SQLiteBudgetStore:
         This process's time is the machine's steady clock plus the file's offset, so the
         wall clock stepping either way (NTP, a resumed VM, an operator) moves no unit. The
         offset is set from the wall clock when the file is new, and again in each new boot
-        of the machine (a new boot id, or the steady clock far behind the file's time):
+        of the machine (a new boot id; without one to read, the steady clock far behind):
         then the file's time goes on from the latest time written, the time the machine
         was down counting as none, so held units come back late, never early.
 
@@ -318,7 +318,7 @@ class SQLiteBudgetStore:
             base = self._clock() - steady
         else:
             high, clock, writer, base = float(row[0]), float(row[1]), str(row[2]), float(row[4])
-            if row[3] != boot or steady + base < high - SKEW_TOLERANCE:
+            if row[3] != boot or (not boot and steady + base < high - SKEW_TOLERANCE):
                 base = high - steady
                 self._ahead.clear()
             elif writer != self._writer:
