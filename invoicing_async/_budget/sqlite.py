@@ -3,16 +3,19 @@
 Each operation is one `BEGIN IMMEDIATE` transaction applying the ledger's rule
 (`ledger.py`) through the file's indexes: our units one row each, phantoms a row per
 block, each key's counts kept in a row, so a call reads no more rows however many units
-are held. The clock is the file's own (`_now`): the latest time any process wrote,
-advanced by each process as far as its own clock ran since.
+are held. The clock is the file's own (`_now`): the machine's steady clock (which no
+setting of the wall clock moves) plus an offset the file keeps, dated by the wall clock once
+per boot of the machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +29,7 @@ from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refu
 from invoicing_async._sqlite import retry_locked
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
-__all__ = ["SKEW_TOLERANCE", "SQLiteBudgetStore", "sqlite_path"]
+__all__ = ["SKEW_TOLERANCE", "SQLiteBudgetStore", "machine_clock", "sqlite_path"]
 
 T = TypeVar("T")
 
@@ -46,6 +49,24 @@ SKEW_TOLERANCE = 60.0
 _SCHEMA = (resources.files("invoicing_async._budget") / "sql" / "sqlite" / "schema.sql").read_text(
     "utf-8"
 )
+
+
+@functools.cache
+def _boot_id() -> str:
+    """This boot of the machine (Linux), or "" where it cannot be read."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def machine_clock() -> tuple[str, float]:
+    """This boot of the machine and its seconds since (suspend included on Linux): one
+    clock for every process of the machine, which setting the wall clock does not move."""
+    if sys.platform == "linux":
+        return _boot_id(), time.clock_gettime(time.CLOCK_BOOTTIME)
+    else:  # noqa: RET505 (the branch the type checker skips on Linux)
+        return _boot_id(), time.monotonic()
 
 
 def sqlite_path(url: str) -> Path:
@@ -206,11 +227,19 @@ class SQLiteBudgetStore:
     shared = True
 
     def __init__(
-        self, url: str, *, timeout: float = 5.0, clock: Callable[[], float] = time.time
+        self,
+        url: str,
+        *,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        steady: Callable[[], tuple[str, float]] = machine_clock,
     ) -> None:
+        """`clock` is the wall clock, read once a boot to date the file's time; `steady`
+        (see `machine_clock`) times everything else."""
         self.path = sqlite_path(url)
         self._timeout = timeout
         self._clock = clock
+        self._steady = steady
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         # This store among the file's writers, and the least its clock was seen ahead of
@@ -265,6 +294,13 @@ class SQLiteBudgetStore:
     def _now(self, db: sqlite3.Connection) -> FileTime:
         """The times of one operation: each errs on the side of returning units later.
 
+        This process's time is the machine's steady clock plus the file's offset, so the
+        wall clock stepping either way (NTP, a resumed VM, an operator) moves no unit. The
+        offset is set from the wall clock when the file is new, and again in each new boot
+        of the machine (a new boot id; without one to read, the steady clock far behind):
+        then the file's time goes on from the latest time written, the time the machine
+        was down counting as none, so held units come back late, never early.
+
         A unit is settled at the file's high-water time (never behind what any process
         has written), so no process's slow clock returns it early. Units are taken by this
         process's own clock, less how far it runs ahead of the slowest other writer's
@@ -273,20 +309,30 @@ class SQLiteBudgetStore:
         ahead does not see units back early, and does not see them late for ever either
         (which took its share of the budget away).
         """
-        mine = self._clock()
-        row = db.execute("SELECT now, clock, writer FROM budget_clock WHERE id = 1").fetchone()
+        boot, steady = self._steady()
+        row = db.execute(
+            "SELECT now, clock, writer, boot, base FROM budget_time WHERE id = 1"
+        ).fetchone()
         high: float | None = None
-        if row is not None:
-            high, clock, writer = float(row[0]), float(row[1]), str(row[2])
-            if writer != self._writer:
-                self._ahead[writer] = min(mine - clock, self._ahead.get(writer, math.inf))
+        if row is None:
+            base = self._clock() - steady
+        else:
+            high, clock, writer, base = float(row[0]), float(row[1]), str(row[2]), float(row[4])
+            if row[3] != boot or (not boot and steady + base < high - SKEW_TOLERANCE):
+                base = high - steady
+                self._ahead.clear()
+            elif writer != self._writer:
+                gap = steady + base - clock
+                self._ahead[writer] = min(gap, self._ahead.get(writer, math.inf))
+        mine = steady + base
         ahead = max((g for g in self._ahead.values() if 0.0 < g <= SKEW_TOLERANCE), default=0.0)
         settle = mine if high is None else max(mine, high)
         db.execute(
-            "INSERT INTO budget_clock (id, now, clock, writer) VALUES (1, ?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET"
-            " now = excluded.now, clock = excluded.clock, writer = excluded.writer",
-            (settle, mine, self._writer),
+            "INSERT INTO budget_time (id, now, clock, writer, boot, base)"
+            " VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+            " now = excluded.now, clock = excluded.clock, writer = excluded.writer,"
+            " boot = excluded.boot, base = excluded.base",
+            (settle, mine, self._writer, boot, base),
         )
         return FileTime(take=mine - ahead, settle=settle)
 

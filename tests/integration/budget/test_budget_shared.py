@@ -291,13 +291,27 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _stores(
+    url: str, true_time: list[float], ahead: str
+) -> tuple[SQLiteBudgetStore, SQLiteBudgetStore]:
+    """Two processes' stores on one file, the second one's wall clock, or both its wall
+    and its steady clock (a faked clock), 2 s ahead of the first one's."""
+    lead = {"wall": (2.0, 0.0), "both": (2.0, 2.0)}[ahead]
+    return SQLiteBudgetStore(
+        url, clock=lambda: true_time[0], steady=lambda: ("boot", true_time[0])
+    ), SQLiteBudgetStore(
+        url,
+        clock=lambda: true_time[0] + lead[0],
+        steady=lambda: ("boot", true_time[0] + lead[1]),
+    )
+
+
 async def test_a_process_whose_clock_runs_ahead_lets_no_unit_back_early(tmp_path: Path) -> None:
     """Two processes on one SQLite file, the second one's clock 2 s ahead: within the
     4 s window of the first one's units, it must not take more than the limit."""
     true_time = [1_000_000.0]
     url = f"sqlite:///{tmp_path / 'budget.db'}"
-    slow = SQLiteBudgetStore(url, clock=lambda: true_time[0])
-    fast = SQLiteBudgetStore(url, clock=lambda: true_time[0] + 2.0)
+    slow, fast = _stores(url, true_time, "both")
     first = ia.RateBudget(40, 4.0, key="acme", store=slow)
     second = ia.RateBudget(40, 4.0, key="acme", store=fast)
     for _ in range(40):
@@ -326,8 +340,8 @@ async def test_a_process_that_first_opens_the_file_after_a_pause_returns_no_unit
     first one before the window of its request is over (the bench's 403s with SQLite)."""
     now = [1_000_000.0]
     url = f"sqlite:///{tmp_path / 'budget.db'}"
-    first_store = SQLiteBudgetStore(url, clock=lambda: now[0])
-    later_store = SQLiteBudgetStore(url, clock=lambda: now[0])
+    first_store = SQLiteBudgetStore(url, clock=lambda: now[0], steady=lambda: ("boot", now[0]))
+    later_store = SQLiteBudgetStore(url, clock=lambda: now[0], steady=lambda: ("boot", now[0]))
     first = ia.RateBudget(2, 4.0, key="acme", store=first_store)
     later = ia.RateBudget(2, 4.0, key="acme", store=later_store)
     await spend(first)  # back at +4 s
@@ -381,7 +395,10 @@ async def test_budgets_opening_one_new_sqlite_file_at_once_all_open(tmp_path: Pa
         assert len(permits) == 6
 
 
-async def test_a_process_whose_clock_runs_ahead_still_gets_its_share(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ahead", ["wall", "both"])
+async def test_a_process_whose_clock_runs_ahead_still_gets_its_share(
+    tmp_path: Path, ahead: str
+) -> None:
     """Two processes on one SQLite file, the second one's clock 2 s ahead and first used
     a second after the other's, take in turns (in a random order) for 60 s of a budget of
     4 per 4 s: each gets a fair share (the skew guard once made the fast one see every
@@ -389,8 +406,7 @@ async def test_a_process_whose_clock_runs_ahead_still_gets_its_share(tmp_path: P
     rng = random.Random(5)
     true_time = [1_000_000.0]
     url = f"sqlite:///{tmp_path / 'budget.db'}"
-    slow = SQLiteBudgetStore(url, clock=lambda: true_time[0])
-    fast = SQLiteBudgetStore(url, clock=lambda: true_time[0] + 2.0)
+    slow, fast = _stores(url, true_time, ahead)
     budgets = {"slow": ia.RateBudget(4, 4.0, key="acme", store=slow)}
     await budgets["slow"].refresh()
     true_time[0] += 1.0

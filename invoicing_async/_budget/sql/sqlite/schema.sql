@@ -24,11 +24,15 @@ CREATE TABLE IF NOT EXISTS budget_keys (
 ) WITHOUT ROWID;
 
 -- The file's clock (sqlite.py's `_now`): the latest time any process used, so no process
--- whose clock runs ahead returns units that others took earlier; and the last writer's
--- own clock, by which each process learns how far its clock runs ahead of the others'.
-CREATE TABLE IF NOT EXISTS budget_clock (
+-- whose clock runs ahead returns units that others took earlier; the last writer's own
+-- clock, by which each process learns how far its clock runs ahead of the others'; and
+-- the machine's boot with the offset from its steady clock to the file's time (files
+-- made before had `budget_clock`, timed by the wall clock: left unused).
+CREATE TABLE IF NOT EXISTS budget_time (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     now REAL NOT NULL,
     clock REAL NOT NULL,
-    writer TEXT NOT NULL
+    writer TEXT NOT NULL,
+    boot TEXT NOT NULL,
+    base REAL NOT NULL
 )
