@@ -34,18 +34,29 @@ from invoicing_async.errors import DecodeError
 __all__ = ["check_plain", "converter", "structure"]
 
 M = TypeVar("M", bound=Model)
+T = TypeVar("T")
 
 converter = cattrs.Converter()
 
 
 # -- scalar hooks: accept what either format sends, never go through float --------------
 
+
+def _cached_text_reader(parse: Callable[[str], T]) -> Callable[[str], T | None]:
+    """`parse`, with blank text read as None (as every hook reads it), behind a cache."""
+
+    def read(text: str) -> T | None:
+        return parse(text) if text.strip() else None
+
+    return functools.lru_cache(maxsize=4096)(read)
+
+
 # Amounts, rates and timestamps repeat within a response and across a sync (an invoice's
 # lines share its prices and times): parsed once, the same immutable value is reused.
 # A C-level cache, safe across threads; refusals raise and are not cached.
-decimal_text = functools.lru_cache(maxsize=4096)(parse_decimal)
-datetime_text = functools.lru_cache(maxsize=4096)(parse_datetime)
-date_text = functools.lru_cache(maxsize=4096)(parse_date)
+decimal_text = _cached_text_reader(parse_decimal)
+datetime_text = _cached_text_reader(parse_datetime)
+date_text = _cached_text_reader(parse_date)
 
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
@@ -53,7 +64,7 @@ def _decimal(value: Any, _: Any) -> Decimal | None:
     if cls is Decimal:
         return typing.cast(Decimal, value)
     if cls is str:
-        return decimal_text(value) if value.strip() else None
+        return decimal_text(value)
     if cls is int:
         return Decimal(value)
     if cls is float:
@@ -116,7 +127,7 @@ def _date(value: Any, _: Any) -> dt.date | None:
     if cls is dt.date:
         return typing.cast(dt.date, value)
     if cls is str:
-        return date_text(value) if value.strip() else None
+        return date_text(value)
     if cls is dt.datetime:
         return typing.cast(dt.datetime, value).date()
     raise DecodeError(f"expected a date, got {_kind(value)}")
@@ -128,7 +139,7 @@ def _datetime(value: Any, _: Any) -> dt.datetime | None:
         result = typing.cast(dt.datetime, value)
         return result if result.tzinfo else result.replace(tzinfo=dt.timezone.utc)
     if cls is str:
-        return datetime_text(value) if value.strip() else None
+        return datetime_text(value)
     raise DecodeError(f"expected a datetime, got {_kind(value)}")
 
 
@@ -240,7 +251,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                 else:
                     kwargs[name] = value
                     continue
-            elif parse is not None and value.__class__ is str and value[:1].isdigit():
+            elif parse is not None and value.__class__ is str:
                 try:
                     kwargs[name] = parse(value)
                     continue
@@ -267,8 +278,9 @@ def _make_list_hook(
             if value == "":
                 return []  # an empty element without type="array"
             raise DecodeError(f"expected a list of {item_cls.__name__}, got {_kind(value)}")
-        # An empty member element (`<detail/>`) reads as "": a member without attributes.
-        return [item_hook({} if item == "" else item, item_cls) for item in value]
+        if "" in value:  # an empty member element (`<detail/>`): a member without attributes
+            value = [{} if item == "" else item for item in value]
+        return [item_hook(item, item_cls) for item in value]
 
     return structure_list
 

@@ -50,6 +50,21 @@ def test_json_money_is_exact_whether_string_or_number() -> None:
     assert invoice.invoice_date == dt.date(2014, 7, 30)
 
 
+def test_blank_amounts_dates_and_times_read_as_none() -> None:
+    # Text goes straight to the cached readers: blank text is none there, not an error.
+    body = (
+        b'{"invoice": {"total_paid": "", "discount": "  ", "invoice_date": "",'
+        b' "created_at": " ", "details": [{"price": "", "updated_at": ""}],'
+        b' "payments": [{"payment_date": " ", "price": "1.5"}]}}'
+    )
+    invoice = load_model(body, "json", Invoice)
+    assert (invoice.total_paid, invoice.discount, invoice.invoice_date) == (None, None, None)
+    assert invoice.created_at is None
+    assert (invoice.details[0].price, invoice.details[0].updated_at) == (None, None)
+    assert invoice.payments[0].payment_date is None
+    assert invoice.payments[0].price == Decimal("1.5")
+
+
 def test_unknown_attributes_survive_in_extra() -> None:
     invoice = load_model(JSON_INVOICE, "json", Invoice)
     assert invoice.extra["tax_components"] == [{"rate": "0.21"}]
