@@ -281,9 +281,8 @@ class Account(TemplateOperations):
         return invoice.email or f"invoice-{invoice.id}@example.com"
 
     def send_invoice(self, ident: int, payload: Mapping[str, Any], *, reminder: bool) -> Invoice:
-        """Send or remind. Left out, `email` is the contact's address and `invoice_email`
-        the profile's text, as the service took them (field notes); only the method is
-        required."""
+        """Send or remind; only the method is required (the service fills in the contact's address
+        and the profile's text)."""
         invoice = self.get_invoice(ident)
         errors = []
         method = payload.get("send_method")
