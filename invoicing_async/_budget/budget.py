@@ -18,11 +18,7 @@ import attrs
 from aiolimiter import AsyncLimiter
 
 from invoicing_async._budget.ledger import Grant, LedgerView
-from invoicing_async._budget.stores import (
-    BudgetStore,
-    MemoryBudgetStore,
-    open_budget_store,
-)
+from invoicing_async._budget.stores import BudgetStore, MemoryBudgetStore, open_budget_store
 from invoicing_async.errors import (
     BudgetUnavailableError,
     ConfigurationError,
@@ -375,9 +371,7 @@ def _local_now() -> float:
         return time.monotonic()
 
 
-def _forget_abandoned(
-    abandoned: set[asyncio.Future[Any]],
-) -> Callable[[asyncio.Future[Any]], None]:
+def _forget_abandoned(abandoned: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
     def forget(task: asyncio.Future[Any]) -> None:
         abandoned.discard(task)
         if not task.cancelled():

@@ -25,15 +25,7 @@ T = TypeVar("T")
 #: Python): for the units and grants made on every request.
 _tuple: Callable[[type[T], tuple[Any, ...]], T] = tuple.__new__  # type: ignore[assignment]
 
-__all__ = [
-    "Grant",
-    "LedgerParams",
-    "LedgerView",
-    "MemoryLedger",
-    "Refusal",
-    "Unit",
-    "new_unit_id",
-]
+__all__ = ["Grant", "LedgerParams", "LedgerView", "MemoryLedger", "Refusal", "Unit", "new_unit_id"]
 
 
 class LedgerParams(Protocol):

@@ -9,13 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from invoicing_async._budget.ledger import (
-    Grant,
-    LedgerParams,
-    LedgerView,
-    MemoryLedger,
-    Refusal,
-)
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, MemoryLedger, Refusal
 from invoicing_async.errors import ConfigurationError
 
 __all__ = ["BudgetStore", "MemoryBudgetStore", "open_budget_store"]

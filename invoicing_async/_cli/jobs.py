@@ -302,11 +302,7 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
 
 async def _import(path: Path, jobs: Jobs) -> int:
     """`accounts import FILE`: every row checked, then all written in one transaction."""
-    from invoicing_async._cli.accounts_file import (
-        AccountConfig,
-        AccountsFileError,
-        load_accounts,
-    )
+    from invoicing_async._cli.accounts_file import AccountConfig, AccountsFileError, load_accounts
     from invoicing_async._jobs import accounts as a
 
     rows: list[a.Account] = []

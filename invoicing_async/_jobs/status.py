@@ -45,12 +45,7 @@ _FAILURES = (
 
 
 def next_due(
-    outcome: RunOutcome,
-    *,
-    every: float,
-    retry_after: float,
-    retry_cap: float,
-    failures_before: int,
+    outcome: RunOutcome, *, every: float, retry_after: float, retry_cap: float, failures_before: int
 ) -> float:
     """Seconds until the account is due again: failures in a row back off exponentially from
     `retry_after` up to `retry_cap`; any other outcome ends the streak."""
@@ -210,10 +205,7 @@ def summary(rows: Sequence[AccountStatus]) -> str:
 
 
 def problems(
-    rows: Sequence[AccountStatus],
-    *,
-    overdue_margin: float,
-    now: dt.datetime | None = None,
+    rows: Sequence[AccountStatus], *, overdue_margin: float, now: dt.datetime | None = None
 ) -> list[str]:
     """What `status --check` alerts on: accounts whose last run failed (or was lost), and
     accounts due more than `overdue_margin` seconds ago and not yet queued."""

@@ -284,9 +284,7 @@ class Jobs:
         return accounts
 
     async def watch_stalled(
-        self,
-        interval: float,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        self, interval: float, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     ) -> None:
         """Recover stalled workers' jobs every `interval` seconds, until cancelled."""
         while True:

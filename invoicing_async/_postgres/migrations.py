@@ -26,15 +26,7 @@ if TYPE_CHECKING:
 
     Conn = AsyncConnection[TupleRow]
 
-__all__ = [
-    "Component",
-    "Migration",
-    "apply",
-    "check",
-    "migrate",
-    "once_per_pool",
-    "read_versions",
-]
+__all__ = ["Component", "Migration", "apply", "check", "migrate", "once_per_pool", "read_versions"]
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 

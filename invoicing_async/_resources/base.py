@@ -14,14 +14,7 @@ from invoicing_async._resources.raw import RawOperations, operations_of
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
-__all__ = [
-    "Identified",
-    "Resource",
-    "id_from_location",
-    "id_of",
-    "segment",
-    "sets_attributes_only",
-]
+__all__ = ["Identified", "Resource", "id_from_location", "id_of", "segment", "sets_attributes_only"]
 
 
 class Identified(Protocol):

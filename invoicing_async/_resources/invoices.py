@@ -243,14 +243,10 @@ class InvoicesResource(Resource):
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
         documents, unreadable = await decode_off_loop(
-            functools.partial(load_invoice_documents, limit=_REPLY_LIMIT),
-            response.body,
-            self._fmt,
+            functools.partial(load_invoice_documents, limit=_REPLY_LIMIT), response.body, self._fmt
         )
         return FetchedBatch(
-            documents=documents,
-            server_time=server_time(response.headers),
-            unreadable=unreadable,
+            documents=documents, server_time=server_time(response.headers), unreadable=unreadable
         )
 
     # -- helpers ---------------------------------------------------------------------------

@@ -19,12 +19,7 @@ from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_s
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, write_outcome
-from invoicing_async.errors import (
-    APIConnectionError,
-    DecodeError,
-    RateLimitExceeded,
-    ServerError,
-)
+from invoicing_async.errors import APIConnectionError, DecodeError, RateLimitExceeded, ServerError
 
 __all__ = ["FetchPhase", "Fetched", "SyncSettings", "newest_of_requested", "unreadable_ids"]
 
@@ -54,10 +49,7 @@ class SyncSettings:
         return abs(self.clock() - read) <= self.recheck_within
 
     async def plan(
-        self,
-        client: SyncClient,
-        stored: Mapping[int, int],
-        pending: Mapping[int, PendingEntry],
+        self, client: SyncClient, stored: Mapping[int, int], pending: Mapping[int, PendingEntry]
     ) -> SyncPlan:
         """One sync list (waiting for the budget if asked), diffed against `stored`."""
         while True:

@@ -15,14 +15,7 @@ from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice
 
-__all__ = [
-    "BatchResult",
-    "PendingEntry",
-    "Store",
-    "WriteOutcome",
-    "read_stored",
-    "write_outcome",
-]
+__all__ = ["BatchResult", "PendingEntry", "Store", "WriteOutcome", "read_stored", "write_outcome"]
 
 logger = logging.getLogger("invoicing_async.sync")
 

@@ -77,10 +77,7 @@ class OAuth1Auth:
         signed_body = body.decode("utf-8") if form and body is not None else None
         headers = {"Content-Type": FORM_CONTENT_TYPE} if form else {}
         _uri, signed, _body = client.sign(
-            url,
-            http_method=typing.cast(Any, method.upper()),
-            body=signed_body,
-            headers=headers,
+            url, http_method=typing.cast(Any, method.upper()), body=signed_body, headers=headers
         )
         return {"Authorization": signed["Authorization"]}
 
