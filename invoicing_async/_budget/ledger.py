@@ -116,8 +116,6 @@ class MemoryLedger:
             before += count
         return self._returns[n - before - 1][0]
 
-    # -- the rule -------------------------------------------------------------------------
-
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
         returns, blocks = self._returns, self.blocks

@@ -35,9 +35,6 @@ __all__ = [
 Mode = Literal["request", "document"]
 
 
-# -- names ---------------------------------------------------------------------------------
-
-
 # (single root, list root) in snake_case.
 ROOTS: dict[type[Model], tuple[str, str]] = {
     Invoice: ("invoice", "invoices"),
@@ -65,9 +62,6 @@ def unwrap_root(value: Any) -> tuple[str | None, Any]:
         if isinstance(inner, (dict, list)) or root in _ROOT_NAMES:
             return root, inner
     return None, value
-
-
-# -- models as wire trees -------------------------------------------------------------------
 
 
 _PLANS: dict[tuple[type[Model], Format, Mode], list[tuple[str, str, bool, bool]]] = {}
@@ -132,9 +126,6 @@ def changes_to_wire(cls: type[Model], changes: Mapping[str, Any], *, fmt: Format
             raise ValueError(f"{cls.__name__}.{name} is read-only and cannot be updated")
         out[wire_key(spec.request, fmt)] = _value_to_wire(value, fmt, "request")
     return out
-
-
-# -- bodies -----------------------------------------------------------------------------------
 
 
 def _wrapped(root: str, data: Mapping[str, Any] | list[Any], fmt: Format) -> bytes:

@@ -72,8 +72,6 @@ class PushReceiver:
     def __repr__(self) -> str:
         return f"PushReceiver(pending={len(self._pending)}, secret='***')"
 
-    # -- receiving ---------------------------------------------------------------------
-
     def authorized(self, *candidates: str | None) -> bool:
         """True when one of the given strings is our secret (constant time; non-UTF-8 header
         bytes are simply not the secret)."""
@@ -133,8 +131,6 @@ class PushReceiver:
         self.rejected += 1
         return response
 
-    # -- framework adapters ------------------------------------------------------------
-
     def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
         """aiohttp routes: `POST {prefix}/{secret}`, and `POST {prefix}` with the header."""
         return aiohttp_routes(self, prefix)
@@ -142,8 +138,6 @@ class PushReceiver:
     def asgi(self) -> Callable[..., Awaitable[None]]:
         """A plain ASGI app to mount in Starlette or FastAPI (`app.mount("/push", …)`)."""
         return PushASGIApp(self)
-
-    # -- handing ids to the engine -----------------------------------------------------
 
     @property
     def pending(self) -> dict[int, str]:

@@ -249,8 +249,6 @@ class InvoicesResource(Resource):
             documents=documents, server_time=server_time(response.headers), unreadable=unreadable
         )
 
-    # -- helpers ---------------------------------------------------------------------------
-
     @staticmethod
     def _path(invoice: int | Invoice, action: str | None = None) -> str:
         """`/invoices/42.xml`, or `/invoices/42/<action>.xml`."""

@@ -134,8 +134,6 @@ class PostgresStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- plumbing ---------------------------------------------------------------------------
-
     async def open(self) -> None:
         """Open the pool (when it is ours) and check or migrate the schema; done once."""
         async with self._opening:
@@ -173,8 +171,6 @@ class PostgresStore:
         await self._calls.drain()
         if self._owns_pool:
             await self._pool.close()
-
-    # -- reading ----------------------------------------------------------------------------
 
     async def revisions(self) -> SyncRevisions:
         """Revision of every live invoice, read in pages of `REVISIONS_PAGE` by id as two
@@ -310,8 +306,6 @@ class PostgresStore:
         found = await self._call(read, "cannot read the pending plan from")
         self._pending_stored = bool(found)
         return found
-
-    # -- writing ----------------------------------------------------------------------------
 
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL (an id

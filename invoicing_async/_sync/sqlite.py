@@ -182,8 +182,6 @@ class SQLiteStore:
     async def close(self) -> None:
         await self._run(self._db.close)
 
-    # -- reading ----------------------------------------------------------------------------
-
     async def revisions(self) -> dict[int, int]:
         def read() -> dict[int, int]:
             rows = self._db.execute("SELECT id, revision FROM invoices WHERE deleted_at IS NULL")
@@ -261,8 +259,6 @@ class SQLiteStore:
             return {i: dt.datetime.fromisoformat(at) for i, at in rows}
 
         return await self._run(read)
-
-    # -- writing ----------------------------------------------------------------------------
 
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         now = dt.datetime.now(dt.timezone.utc).isoformat()

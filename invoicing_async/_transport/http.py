@@ -129,8 +129,6 @@ class HTTPTransport:
         # After the service upgraded us from http to https, go there directly.
         self._origin = self.base_url
 
-    # -- lifecycle ---------------------------------------------------------------------
-
     @property
     def is_closed(self) -> bool:
         """True once `close()` ran: the transport sends nothing more."""
@@ -156,8 +154,6 @@ class HTTPTransport:
     def url_for(self, path: str) -> URL:
         """`/invoices.xml` -> `https://host/api/v1.0/invoices.xml` (path already escaped)."""
         return endpoint_url(self._origin, self.api_prefix, path)
-
-    # -- requests ----------------------------------------------------------------------
 
     def request(
         self,

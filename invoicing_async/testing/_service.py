@@ -100,8 +100,6 @@ class FakeInvoicingService:
         self._http_port = 0
         self.push_deliveries: list[tuple[str, PushEvent, int | None]] = []
 
-    # -- accounts -----------------------------------------------------------------------
-
     def add_account(
         self,
         name: str,
@@ -157,8 +155,6 @@ class FakeInvoicingService:
         token, secret = self.oauth1.token_of(account.username)
         return OAuth1Auth(self.oauth1.consumer_key, self.oauth1.consumer_secret, token, secret)
 
-    # -- addresses ----------------------------------------------------------------------
-
     def _origin(self, scheme: str, port: int) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{host}:{port}"
@@ -212,8 +208,6 @@ class FakeInvoicingService:
         auth: Auth = kwargs.pop("auth", None) or self.auth_for(account)
         return InvoicingClient(self.base_url_for(account), auth=auth, **kwargs)
 
-    # -- lifecycle ----------------------------------------------------------------------
-
     async def start(self) -> None:
         server_ssl = None
         if self.tls:
@@ -266,8 +260,6 @@ class FakeInvoicingService:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    # -- push notifications ---------------------------------------------------------------
 
     def _queue_push(self, account: Account, event: PushEvent) -> None:
         if account.push_url is None:
