@@ -53,17 +53,6 @@ class FetchedBatch:
     server_time: float | None
     unreadable: builtins.list[MemberError] = attrs.field(factory=list)
 
-    @classmethod
-    def of_invoices(
-        cls,
-        invoices: Iterable[Invoice],
-        server_time: float | None,
-        unreadable: builtins.list[MemberError] | None = None,
-    ) -> FetchedBatch:
-        """A batch of models (for sources that hold models, such as test doubles)."""
-        documents = [InvoiceDocument.of(invoice) for invoice in invoices]
-        return cls(documents=documents, server_time=server_time, unreadable=unreadable or [])
-
 
 class InvoicesResource(Resource):
     """Invoices of the account. Every method costs one request unless it says otherwise."""
