@@ -1,9 +1,5 @@
-"""invoicing-async: an asyncio client for the Invoicing Service API v1.0.
-
-The public names are the ones below and those of `invoicing_async.models`,
-`invoicing_async.errors`, `invoicing_async.sync` and `invoicing_async.testing`;
-modules whose names start with an underscore are implementation.
-"""
+"""invoicing-async: an asyncio client for the Invoicing Service API v1.0 (public: the names
+below and those of `models`, `errors`, `sync` and `testing`; `_`-modules are private)."""
 
 from invoicing_async import _logs
 from invoicing_async._budget.budget import BudgetSnapshot, RateBudget

@@ -1,16 +1,9 @@
 """One run of one account's sync: the single place that wires credentials, client, budget,
-store and engine, and turns whatever happens into one `RunOutcome`.
+store and engine (for `sync`, `sync-many`, `demo` and the worker), logs its start and end,
+and turns whatever happens into one `RunOutcome`.
 
-The command line's `sync`, `sync-many` and `demo` and the jobs' worker all run accounts
-through `AccountRun`; they differ only in what they pass (where the store is, how the
-budget is shared, which lock keeps two runs apart, which secrets may be read). Logging
-happens here, once: a line when a run starts and one when it ends. Metrics and tracing
-hook in as `RunObserver`s, told of the start, each committed batch and the final outcome.
-
-Exit codes (`RunOutcome.exit_code`, `exit_code` for many runs): 0 complete (or a dry run
-done), 1 error, 3 "run again later" (incomplete, stopped for the budget, or locked by
-another run). 2 (a usage error) and 130 (interrupted) are the command line's own.
-"""
+Exit codes: 0 complete (or a dry run done), 1 error, 3 "run again later" (incomplete,
+stopped for the budget, or locked by another run); 2 and 130 are the command line's."""
 
 from __future__ import annotations
 
@@ -66,13 +59,8 @@ EXIT_CODES: dict[str, int] = {
 
 @attrs.frozen
 class Credentials:
-    """An account's credentials by reference (``env:VAR``, ``file:/path``), read when its
-    run starts, so that a bad or refused reference is that run's `error` outcome.
-
-    Basic: `username` and the password's reference in `secret`. OAuth 1 (`oauth1`):
-    `username` is the consumer key, `secret` the consumer secret's reference, with
-    `token` and the token secret's reference.
-    """
+    """An account's credentials by reference (``env:VAR``, ``file:/path``), read when its run
+    starts (a bad reference is that run's `error`). OAuth 1: `username` is the consumer key."""
 
     username: str
     secret: str
@@ -97,11 +85,8 @@ class Credentials:
 class RunOutcome:
     """How one account's run ended: the one outcome type of the CLI and the jobs.
 
-    `eta`: seconds until the budget allows the rest (a budget stop). `due_in`: when the
-    account is due again, as the caller's schedule decided (None: no schedule). `sent`:
-    the requests the run's client sent, counted also for a run cut off without a report
-    (its database or the service gone mid-run).
-    """
+    `eta`: seconds until the budget allows the rest. `due_in`: when the account is due again
+    (None: no schedule). `sent`: the requests sent, counted also for a run cut off."""
 
     account: str
     status: RunStatus
@@ -214,10 +199,8 @@ def load_ca(path: str | Path) -> ssl.SSLContext:
 
 
 class RunObserver:
-    """Told of a run's start, each committed batch and its final outcome; override any.
-
-    The hook point for metrics and tracing. Called on the run's task; must not block.
-    """
+    """Told of a run's start, each committed batch and its outcome (on the run's task; must
+    not block); the hook point for metrics and tracing."""
 
     def started(self, run: AccountRun) -> None:
         """The run is about to read its secrets and open its client and store."""
@@ -233,14 +216,10 @@ class RunObserver:
 class AccountRun:
     """Everything one run of one account needs; `await run()` gives its outcome.
 
-    `open_store` and `new_budget` make a store and a budget for this run (the run enters
-    the store and closes the budget). `session`: an aiohttp session the run's client
-    borrows (a worker's, shared by its runs: no session and connections made anew for
-    each run); it must not keep cookies (`aiohttp.DummyCookieJar`), since runs of
-    different accounts share it. `lock`, when given, is entered first and yields
-    False when another run holds the account: the outcome is then `locked`. `schedule`
-    turns the outcome into the seconds until the account is due again.
-    """
+    `open_store` and `new_budget` make this run's store and budget. `session`: an aiohttp
+    session to borrow, shared by runs, so it must keep no cookies. `lock`, entered first,
+    yields False when another run holds the account (outcome `locked`). `schedule` turns the
+    outcome into the seconds until the account is due again."""
 
     account: str
     base_url: str

@@ -6,7 +6,6 @@ import copy
 import datetime as dt
 import ssl as ssl_module
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -220,12 +219,7 @@ class InvoicingClient:
         self._transport.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 

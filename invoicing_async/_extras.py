@@ -1,8 +1,4 @@
-"""How to install an optional extra, for the errors that need one.
-
-The package is not on a public index: an extra is installed from a checkout (or a wheel
-built from one), so the hint says that rather than a `pip install` that cannot work.
-"""
+"""How to install an optional extra (from a checkout: the package is on no public index)."""
 
 from __future__ import annotations
 

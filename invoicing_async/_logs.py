@@ -1,11 +1,6 @@
 """The package's log output: text or JSON lines on stderr, secrets redacted, control
-characters escaped (`printable`: what a service or an account row holds never moves the
-cursor, recolours the terminal or starts a forged line).
-
-One setup for the commands (`-v`, `--log-level`, `--log-format`) and for library users
-without code: ``INVOICING_LOG=debug|info|warning`` (and ``INVOICING_LOG_FORMAT=json``),
-read when the package is imported, as ``OPENAI_LOG`` is.
-"""
+characters escaped (`printable`). Set up by the commands' options, or for library users by
+``INVOICING_LOG=debug|info|warning`` (and ``INVOICING_LOG_FORMAT=json``) at import."""
 
 from __future__ import annotations
 
@@ -137,8 +132,7 @@ def install(
     on: logging.Logger | None = None,
 ) -> None:
     """Log to stderr (or `stream`) from `level` up, through the handler of `on` (the root
-    logger by default), replacing the one installed before; None: nothing at all (not even
-    Python's last-resort printing of warnings)."""
+    logger by default), replacing the one before; None: nothing at all."""
     target = logging.getLogger() if on is None else on
     for logger, old in _installed:
         logger.removeHandler(old)

@@ -1,18 +1,9 @@
 """Secret references (``env:VAR``, ``file:/path``): parsed, confined and read in one place.
 
-An account names where its secrets live, never the secrets. Whoever can write an account
-row must not be able to make a worker send the worker's own secrets elsewhere, so a
-`SecretPolicy`, configured on the process that reads (never stored with the accounts),
-confines references: variables only under a prefix, files only under a directory
-(symlinks resolved) that only this user (or root) can write, regular owner-only files
-only. The check holds at open time: the resolved path is opened one component at a time
-from the directory, none followed if it is a symlink, so a link swapped in after the
-check is refused, not followed out. Files are opened without blocking (a FIFO is refused,
-not waited on) and read off the event loop with a timeout.
-
-Secrets read here are remembered for `redact`, which every message and log line that may
-quote one goes through.
-"""
+A `SecretPolicy`, configured on the reading process (never stored with the accounts),
+confines references: variables under a prefix, owner-only regular files under a directory
+only this user (or root) can write, opened component by component without following
+symlinks, without blocking, with a timeout. Secrets read are remembered for `redact`."""
 
 from __future__ import annotations
 
@@ -84,11 +75,8 @@ class SecretPolicy:
     """Which references this process may read.
 
     `env_prefix`: variables must start with it ("" allows any). `secrets_dir`: files must
-    resolve (symlinks followed) to a path under it; None allows no file at all. It must
-    be a directory owned by this user (or root) that nobody else can write: one that
-    others can write (mode 1777, group- or other-writable) is refused here, and again
-    at each read. `timeout`: seconds a file read may take.
-    """
+    resolve under it (None: no file at all); a directory others can write is refused.
+    `timeout`: seconds a file read may take."""
 
     env_prefix: str = DEFAULT_ENV_PREFIX
     secrets_dir: Path | None = attrs.field(default=None)
@@ -244,9 +232,8 @@ def read_regular_file(path: str, what: str, limit: int) -> bytes:
 
 
 def _read_regular(fd: int, path: str, what: str, limit: int) -> bytes:
-    """All of the open file `fd`, refused (`SecretError`) unless it is a regular file (a
-    FIFO could block forever, a device such as /dev/zero never ends) of at most `limit`
-    bytes; never more than `limit` + 1 bytes are read."""
+    """All of the open file `fd`, refused (`SecretError`) unless a regular file of at most
+    `limit` bytes; never more than `limit` + 1 bytes are read."""
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         raise SecretError(f"{what} {path} is not a regular file")
     with open(fd, "rb", closefd=False) as file:

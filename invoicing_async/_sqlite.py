@@ -13,12 +13,8 @@ T = TypeVar("T")
 
 
 def retry_locked(step: Callable[[], T], timeout: float) -> T:
-    """Run `step` again while SQLite says the file is locked, until `timeout` seconds.
-
-    Processes opening one new file at once meet SQLITE_BUSY that SQLite reports without
-    waiting for its busy timeout (switching to WAL, a read upgrading to a write): the
-    steps that set a file up are tried again instead of failing.
-    """
+    """Run `step` again while SQLite says the file is locked, until `timeout` seconds: processes
+    setting up one new file at once meet SQLITE_BUSY without SQLite's busy wait."""
     deadline = time.monotonic() + timeout
     delay = 0.01
     while True:

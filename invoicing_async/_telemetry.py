@@ -1,12 +1,5 @@
-"""OpenTelemetry, when the `[otel]` extra is installed and the application configured a
-tracer or meter provider; otherwise nothing of it is imported and each hook is a no-op.
-
-The lowest layer: the transport (`_transport/telemetry.py`: a span per request and the
-`http.client.request.duration` metric) and the sync engine (a span per run and per
-batch) use it. Whether a provider is configured is looked up again at most once a
-second until one is (the API's lookups cost microseconds; a request's check must not),
-so an application may configure OpenTelemetry before or after creating clients.
-"""
+"""OpenTelemetry, when the `[otel]` extra is installed and a tracer or meter provider is
+configured (looked up at most once a second until one is); otherwise each hook is a no-op."""
 
 from __future__ import annotations
 

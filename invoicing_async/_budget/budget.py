@@ -1,16 +1,10 @@
 """The hourly request budget of one account: full speed while there is budget, never over
-the limit, optionally shared by every process and machine spending that account's hour.
+the limit, optionally shared by every process spending that account's hour.
 
 The rule is the ledger's (`ledger.py`): `limit` units, each back one `period` after its
-request's response. Where the ledger lives is a `BudgetStore`: this process, or a
-SQLite file, PostgreSQL or Redis named by `shared=`. A store that cannot be reached
-fails closed (`BudgetUnavailableError`): a request is never sent unchecked.
-
-Why not a token bucket: a bucket that refills continuously lets `limit` go at once and
-then refills while the hour is still running, so the server sees up to twice the limit
-in one hour unless the burst is cut to a few requests. The ledger gives both the full
-burst and the guarantee. aiolimiter still paces requests when `pace=` asks for it.
-"""
+request's response (a token bucket would let the server see up to twice the limit in one
+hour). Where the ledger lives is a `BudgetStore`; one that cannot be reached fails closed
+(`BudgetUnavailableError`): a request is never sent unchecked."""
 
 from __future__ import annotations
 
@@ -24,11 +18,7 @@ import attrs
 from aiolimiter import AsyncLimiter
 
 from invoicing_async._budget.ledger import Grant, LedgerView
-from invoicing_async._budget.stores import (
-    BudgetStore,
-    MemoryBudgetStore,
-    open_budget_store,
-)
+from invoicing_async._budget.stores import BudgetStore, MemoryBudgetStore, open_budget_store
 from invoicing_async.errors import (
     BudgetUnavailableError,
     ConfigurationError,
@@ -55,11 +45,9 @@ DEFAULT_HOLD = 300.0
 class BudgetSnapshot:
     """What the budget looks like now, for progress displays and planning.
 
-    `remaining`: requests that may go out now. `used_in_period`: units out for requests
-    sent through this budget in the last period (by any process sharing it);
-    `held_for_others`: units held back because the server said someone else spent them.
-    `refill_in`: seconds until the next unit comes back when none is free (else 0).
-    """
+    `remaining`: requests that may go out now. `used_in_period`: units out for requests sent
+    in the last period (by any process sharing it); `held_for_others`: units the server says
+    someone else spent; `refill_in`: seconds until the next unit comes back when none is free."""
 
     limit: int
     period: float
@@ -178,9 +166,8 @@ def spender_of(budget: RateBudget) -> Spender:
 
 
 class Spender:
-    """What the transport does with a budget: take a unit before each request (`take`)
-    and settle it after (`settle`), each one awaited store call. It keeps the store's last
-    answer, which the budget's estimates read."""
+    """What the transport does with a budget: `take` a unit before each request and `settle`
+    it after; it keeps the store's last answer for the budget's estimates."""
 
     def __init__(
         self,
@@ -208,11 +195,8 @@ class Spender:
         self._abandoned: set[asyncio.Future[Any]] = set()
 
     def bind(self, host: str) -> None:
-        """Name the budget after the client's host unless `key` was given.
-
-        A shared budget without a key serves one host: a second host would spend the
-        first account's hour, so it is refused.
-        """
+        """Name the budget after the client's host unless `key` was given (a shared budget
+        without a key serves one host only)."""
         budget = self.budget
         if budget.key is None:
             budget.key = self._bound_host = host
@@ -227,10 +211,8 @@ class Spender:
     ) -> Grant:
         """Wait for a unit and take it.
 
-        Raises `RateLimitExceeded` at once (without sleeping) when the wait would be
-        longer than `max_wait` seconds (`None` waits as long as it takes). `background`
-        work leaves the `reserve` alone. `hold` bounds the request's time in flight.
-        """
+        Raises `RateLimitExceeded` at once when the wait would exceed `max_wait` seconds (`None`
+        waits as long as it takes). `background` work leaves the `reserve` alone."""
         keep = self.budget.reserve if background else 0
         hold = DEFAULT_HOLD if hold is None else hold
         if self._pacer is not None:
@@ -288,10 +270,8 @@ class Spender:
         remaining: int | None = None,
         refused: bool = False,
     ) -> float | None:
-        """The request of `permit` ended: `sent=False` if it surely never left (its unit
-        comes back), with the server's rate headers if it was answered, `refused` if the
-        server refused it for the budget (every user of the budget stops; returns the
-        estimated wait)."""
+        """The request of `permit` ended: `sent=False` if it surely never left, the server's rate
+        headers if answered, `refused` if refused for the budget (returns the estimated wait)."""
         if refused:
             remaining = 0
         if limit is not None:
@@ -391,9 +371,7 @@ def _local_now() -> float:
         return time.monotonic()
 
 
-def _forget_abandoned(
-    abandoned: set[asyncio.Future[Any]],
-) -> Callable[[asyncio.Future[Any]], None]:
+def _forget_abandoned(abandoned: set[asyncio.Future[Any]]) -> Callable[[asyncio.Future[Any]], None]:
     def forget(task: asyncio.Future[Any]) -> None:
         abandoned.discard(task)
         if not task.cancelled():

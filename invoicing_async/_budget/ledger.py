@@ -1,25 +1,13 @@
 """The budget's rule, free of I/O: `limit` units, each back one `period` after its request.
 
-A unit is taken before a request goes out and comes back `period` seconds after the
-response arrived (or, if no response is ever reported, `period + hold` after it was
-taken: `hold` bounds the time a request may spend in flight). The server counts a request
-when it arrives, which is between those two moments, so no window of `period` seconds at
-the server ever holds more than `limit` requests spent through one ledger, whatever the
-network delay. A fresh ledger lends all `limit` units at once.
+A unit is taken before a request goes out and comes back `period` after the response (or
+`period + hold` after it was taken if none is reported). The server counts the request in
+between, so no window of `period` seconds there holds more than `limit` of ours.
 
-The server's `X-RateLimit-Remaining` is folded in as *phantom* units: requests someone
-else spent, kept as counted blocks (a count and a return time), never one by one. When the
-server says fewer are left than the ledger has free, phantoms take up the difference; when
-it says more, phantoms are handed back, latest first. When nothing is left, one phantom
-comes back first (a probe) so that one request goes out to learn what is left, and the
-ledger can never wedge.
-
-Every operation is O(log n) in our units held, plus the phantom blocks (a handful): our
-units are indexed by return time and by take time, and counts are kept, never scanned for.
-
-`MemoryLedger` holds this state in a process; SQLite, PostgreSQL and Redis run the same
-rule on their own indexes (`sqlite.py`, ``sql/``, ``lua/``), tested against this one.
-"""
+The server's `X-RateLimit-Remaining` is folded in as *phantom* units (others' requests),
+kept as counted blocks; when nothing is left one comes back first as a probe, so the ledger
+never wedges. Every operation is O(log n). SQLite, PostgreSQL and Redis run the same rule,
+tested against `MemoryLedger`."""
 
 from __future__ import annotations
 
@@ -37,15 +25,7 @@ T = TypeVar("T")
 #: Python): for the units and grants made on every request.
 _tuple: Callable[[type[T], tuple[Any, ...]], T] = tuple.__new__  # type: ignore[assignment]
 
-__all__ = [
-    "Grant",
-    "LedgerParams",
-    "LedgerView",
-    "MemoryLedger",
-    "Refusal",
-    "Unit",
-    "new_unit_id",
-]
+__all__ = ["Grant", "LedgerParams", "LedgerView", "MemoryLedger", "Refusal", "Unit", "new_unit_id"]
 
 
 class LedgerParams(Protocol):
@@ -65,11 +45,8 @@ def new_unit_id() -> str:
 
 
 class Unit(NamedTuple):
-    """One of our units out: taken at `taken_at`, free again at `returns_at`.
-
-    A tuple of atomic values, so the garbage collector stops tracking it: a ledger
-    holding 30,000 units adds nothing to the collector's full passes.
-    """
+    """One of our units out: taken at `taken_at`, free again at `returns_at` (a tuple of
+    atomic values, so the garbage collector does not track it)."""
 
     id: str
     taken_at: float
@@ -105,10 +82,7 @@ class LedgerView(NamedTuple):
 
 
 class MemoryLedger:
-    """The ledger's state for one budget key, with the rule applied in Python.
-
-    `units` (ours) and `blocks` (phantom return time -> count) are read-only outside.
-    """
+    """The ledger's state for one budget key; `units` and `blocks` are read-only outside."""
 
     def __init__(self, limit: int, period: float) -> None:
         self.limit = limit
@@ -142,8 +116,6 @@ class MemoryLedger:
             before += count
         return self._returns[n - before - 1][0]
 
-    # -- the rule -------------------------------------------------------------------------
-
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
         returns, blocks = self._returns, self.blocks
@@ -176,12 +148,8 @@ class MemoryLedger:
         sent: bool = True,
         remaining: int | None = None,
     ) -> None:
-        """The request of `unit_id` ended.
-
-        `sent=False`: it surely never reached the server, so the unit comes back now.
-        Otherwise it comes back `period` after now, and the server's `remaining` (0 for a
-        refusal for the budget) corrects what is free.
-        """
+        """The request of `unit_id` ended: with `sent=False` the unit comes back now, else
+        `period` after now, and the server's `remaining` corrects what is free."""
         self.expire(now)
         unit = self.units.get(unit_id)
         back = now + self.period

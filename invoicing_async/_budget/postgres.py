@@ -1,12 +1,6 @@
-"""A budget shared by processes on many machines through PostgreSQL.
-
-The ledger's rule runs server-side in PL/pgSQL (``sql/0001_budget.sql``), so taking a
-unit is one round trip: a per-key advisory lock serializes takers, and `clock_timestamp()` is the
-one clock every machine is timed by. Its tables and functions are migrations in
-``_budget/sql/``, applied on first use. Connections come from a pool of its own or one
-shared with a worker's store and jobs (``pool=``); the budget adds an overall bound on
-each call.
-"""
+"""A budget shared by processes on many machines through PostgreSQL: the ledger's rule runs
+in PL/pgSQL (``sql/``), one round trip a call under a per-key advisory lock, timed by
+`clock_timestamp()`."""
 
 from __future__ import annotations
 
@@ -26,12 +20,8 @@ SCHEMA = Component("budget", "invoicing_async._budget")
 
 
 class PostgresBudgetStore:
-    """The ledger of every key in one PostgreSQL database (needs the `[postgres]` extra).
-
-    With `pool` (an open psycopg pool of autocommit connections, as `connection_pool`
-    makes), its connections are borrowed and the pool is left open on `close()`: a
-    worker's runs, store and budget share one pool. Otherwise the store makes its own.
-    """
+    """The ledger of every key in one PostgreSQL database (needs the `[postgres]` extra);
+    with `pool`, its connections are borrowed and the pool left open on `close()`."""
 
     shared = True
 

@@ -1,11 +1,6 @@
-"""A budget shared by processes on many machines through Redis.
-
-The ledger's rule runs in one Lua script (``lua/budget.lua``, package data), so taking a
-unit is one round trip, atomic by Redis's design and timed by the server's `TIME`. A
-key's units live in sorted sets (ours by return time and by take time, phantom blocks by
-return time) and a hash of block counts under one hash tag, with an expiry so an idle
-budget leaves nothing behind.
-"""
+"""A budget shared by processes on many machines through Redis: the ledger's rule runs in
+one Lua script (``lua/budget.lua``), atomic and timed by the server's `TIME`; an idle
+budget's keys expire."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""A budget shared by the processes of one machine through a SQLite file.
-
-Each operation is one `BEGIN IMMEDIATE` transaction applying the ledger's rule
-(`ledger.py`) through the file's indexes: our units one row each, phantoms a row per
-block, each key's counts kept in a row, so a call reads no more rows however many units
-are held. The clock is the file's own (`_now`): the machine's steady clock (which no
-setting of the wall clock moves) plus an offset the file keeps, dated by the wall clock once
-per boot of the machine.
-"""
+"""A budget shared by the processes of one machine through a SQLite file: each operation
+is one `BEGIN IMMEDIATE` transaction applying the ledger's rule through the file's
+indexes, timed by the file's own clock (`_now`)."""
 
 from __future__ import annotations
 
@@ -294,21 +288,13 @@ class SQLiteBudgetStore:
     def _now(self, db: sqlite3.Connection) -> FileTime:
         """The times of one operation: each errs on the side of returning units later.
 
-        This process's time is the machine's steady clock plus the file's offset, so the
-        wall clock stepping either way (NTP, a resumed VM, an operator) moves no unit. The
-        offset is set from the wall clock when the file is new, and again in each new boot
-        of the machine (a new boot id; without one to read, the steady clock far behind):
-        then the file's time goes on from the latest time written, the time the machine
-        was down counting as none, so held units come back late, never early.
+        This process's time is the steady clock plus the file's offset, so wall-clock steps move
+        no unit; the offset is set from the wall clock when the file is new and in each new boot
+        (then the down time counts as none: held units come back late, never early).
 
-        A unit is settled at the file's high-water time (never behind what any process
-        has written), so no process's slow clock returns it early. Units are taken by this
-        process's own clock, less how far it runs ahead of the slowest other writer's
-        (up to `SKEW_TOLERANCE`): the least gap seen between this clock and the clock
-        another writer last wrote, which idle time only makes larger. So a clock that is
-        ahead does not see units back early, and does not see them late for ever either
-        (which took its share of the budget away).
-        """
+        Units are settled at the file's high-water time, and taken by this clock less how far it
+        runs ahead of the slowest other writer's (up to `SKEW_TOLERANCE`), so a clock ahead sees
+        units back neither early nor late for ever."""
         boot, steady = self._steady()
         row = db.execute(
             "SELECT now, clock, writer, boot, base FROM budget_time WHERE id = 1"

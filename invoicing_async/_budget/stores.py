@@ -1,11 +1,6 @@
 """Where a budget's ledger lives: in this process, or shared through SQLite, PostgreSQL or
-Redis so that every process spending one account's hour takes from the same units.
-
-Every operation is one atomic step on the store, timed by the store's own clock (the
-clocks of the processes sharing it never matter), and answers with the ledger's view:
-counts and the next return, never every unit, so a call costs the same however many
-units are held.
-"""
+Redis. Every operation is one atomic step timed by the store's own clock, answered with
+the ledger's view (counts, never every unit)."""
 
 from __future__ import annotations
 
@@ -14,13 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from invoicing_async._budget.ledger import (
-    Grant,
-    LedgerParams,
-    LedgerView,
-    MemoryLedger,
-    Refusal,
-)
+from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, MemoryLedger, Refusal
 from invoicing_async.errors import ConfigurationError
 
 __all__ = ["BudgetStore", "MemoryBudgetStore", "open_budget_store"]

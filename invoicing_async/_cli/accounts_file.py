@@ -1,32 +1,6 @@
-"""The accounts file of `sync-many` and `accounts import`: one TOML table (or CSV row) per
-account, secrets by reference only.
-
-The file's references are not confined to a prefix or a folder (as a worker's are): the
-file is written by whoever runs the command, who could name any variable or file anyway.
-A secret file must still be a regular, owner-only file, read with a timeout.
-
-```toml
-[defaults]                      # optional; any account key may be given here
-format = "json"
-db_dir = "stores"               # an account's store: <db_dir>/<name>.sqlite3 unless `db`
-
-[[accounts]]
-name = "acme"
-base_url = "https://acme.example.com"
-username = "api-user"
-password_env = "ACME_PASSWORD"  # or password_file = "/run/secrets/acme" (owner-only)
-```
-
-OAuth 1: `auth = "oauth1"`, `consumer_key`, `token`, and the two secrets as
-`consumer_secret_env`/`_file` and `token_secret_env`/`_file`. A secret is never written
-in the file itself: it would sit in clear text wherever the file is copied.
-`hourly_limit` and `every_seconds` are read by `accounts import` (workers' schedule).
-
-A file named `*.csv` has a header row of the same keys, one account a row (empty cells
-are absent keys; no defaults); UTF-8, with or without the byte-order mark Excel writes.
-Every row is checked before any is used: all mistakes are reported at once, each with
-its line. The file must be a regular file of at most 64 MiB.
-"""
+"""The accounts file of `sync-many` and `accounts import` (docs/operations/cli.md): one TOML
+table or CSV row per account, secrets by reference only (``*_env``/``*_file``), every
+mistake reported at once with its line."""
 
 from __future__ import annotations
 
@@ -85,11 +59,8 @@ _SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
 
 
 class AccountsFileError(ia.InvoicingError):
-    """The accounts file cannot be used; the message names the account and the key.
-
-    `problems`: one line per mistake, each naming its line in the file when known;
-    `in_rows`: whether they are mistakes of rows (else the file as a whole is unusable).
-    """
+    """The accounts file cannot be used: `problems`, one line per mistake (with its line
+    when known); `in_rows`: whether they are mistakes of rows, not of the whole file."""
 
     def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
         super().__init__(message)
@@ -146,9 +117,8 @@ class AccountConfig:
 def load_accounts(
     path: Path, check: Callable[[AccountConfig], object] | None = None
 ) -> list[AccountConfig]:
-    """Read and check the whole file before anything runs: every mistake is reported at
-    once (`AccountsFileError.problems`, each with its line). `check` is the caller's own
-    test of each account; the `AccountsFileError` it raises is one more mistake."""
+    """Read and check the whole file before anything runs; `check` tests each account (its
+    `AccountsFileError` is one more mistake)."""
     rows = _read_rows(path)
     base = path.absolute().parent
     configs: list[AccountConfig] = []

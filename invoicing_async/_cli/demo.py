@@ -28,11 +28,8 @@ def _line(title: str, outcome: RunOutcome) -> str:
 
 
 async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progress: bool) -> int:
-    """Sync a generated account, change it on the service, sync again; print the costs.
-
-    Without `db` the store lives in a temporary folder, removed at the end (and its path
-    is not shown); with one, the file is kept and named.
-    """
+    """Sync a generated account, change it on the service, sync again; print the costs (the
+    store in a temporary folder unless `db` names a file to keep)."""
     with tempfile.TemporaryDirectory(prefix="invoicing-async-demo-") as tmp:
         return await _demo(invoices, db, Path(tmp), fmt, seed, progress)
 

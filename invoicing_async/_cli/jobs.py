@@ -1,10 +1,5 @@
-"""`db migrate`, `accounts`, `worker`, `enqueue` and `status`: many accounts on PostgreSQL.
-
-Every command reads ``--database-url`` or ``$INVOICING_DATABASE_URL``. Exit codes are those
-of `sync` (docs/operations/exit-codes.md): 0 done, 1 an error, 2 a usage error, 3 "later".
-`worker --until-idle` exits 1 when any of its runs ended in error; `status --check` exits 1
-when an account's last run failed or it is overdue by more than `--overdue-margin`.
-"""
+"""`db migrate`, `accounts`, `worker`, `enqueue` and `status`: many accounts on PostgreSQL
+(``--database-url`` or ``$INVOICING_DATABASE_URL``; exit codes as `sync`'s)."""
 
 from __future__ import annotations
 
@@ -307,11 +302,7 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
 
 async def _import(path: Path, jobs: Jobs) -> int:
     """`accounts import FILE`: every row checked, then all written in one transaction."""
-    from invoicing_async._cli.accounts_file import (
-        AccountConfig,
-        AccountsFileError,
-        load_accounts,
-    )
+    from invoicing_async._cli.accounts_file import AccountConfig, AccountsFileError, load_accounts
     from invoicing_async._jobs import accounts as a
 
     rows: list[a.Account] = []

@@ -1,9 +1,5 @@
-"""Logging for the commands: text or JSON lines on stderr, secrets redacted (`_logs`).
-
-The `worker` logs its runs by default (level info); the other commands print their own
-report and log nothing unless asked (`-v`, `--log-level`, or `INVOICING_LOG` as for any
-program using the package).
-"""
+"""Logging for the commands (`_logs`): the `worker` logs its runs by default; the others
+print their own report and log nothing unless asked (`-v`, `--log-level`, `INVOICING_LOG`)."""
 
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ __all__ = ["configure_logging"]
 def configure_logging(
     args: argparse.Namespace, *, default: int | None = None, stream: IO[str] | None = None
 ) -> None:
-    """Log to stderr (or `stream`) at the level the options ask, else at the level of
-    `INVOICING_LOG`, else at `default`; None: nothing at all. JSON lines with
-    `--log-format json`, or without the option with ``INVOICING_LOG_FORMAT=json``."""
+    """Log to stderr (or `stream`) at the level the options ask, else `INVOICING_LOG`'s, else
+    `default` (None: nothing); JSON lines with `--log-format json` or `INVOICING_LOG_FORMAT`."""
     level: int | None = default
     if args.log_level:
         level = logging.getLevelName(args.log_level.upper())

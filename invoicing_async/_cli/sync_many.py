@@ -1,9 +1,5 @@
-"""`sync-many`: many accounts synced concurrently into SQLite files on one machine.
-
-Each account's store is guarded by a lock file beside it (`filelock`), so overlapping
-runs (a slow night, a cron job started twice) never sync one account twice: the later
-run reports the account as `locked` and leaves it alone.
-"""
+"""`sync-many`: many accounts synced concurrently into SQLite files on one machine; a lock
+file beside each store makes an overlapping run report the account as `locked`."""
 
 from __future__ import annotations
 
@@ -61,13 +57,8 @@ async def sync_account(
     budget_url: str | None = None,
     reserve: int = 0,
 ) -> RunOutcome:
-    """Sync one account under its store lock; every failure becomes an outcome.
-
-    `budget_url` shares each account's budget (keyed by its host) with other processes.
-    The accounts file was written by whoever runs the command, so its secret references
-    are not confined (`SecretPolicy.unconfined`): only files are checked (regular,
-    owner-only) and read off the loop with a timeout.
-    """
+    """Sync one account under its store lock; every failure becomes an outcome. The file's
+    secret references are unconfined (its writer runs the command), files still checked."""
     config.db.parent.mkdir(parents=True, exist_ok=True)
     return await AccountRun(
         account=config.name,

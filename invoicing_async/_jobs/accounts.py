@@ -1,10 +1,5 @@
-"""Accounts in PostgreSQL: what to sync and where its secrets live, never the secrets.
-
-A secret reference is ``env:VAR`` (an environment variable of the worker) or
-``file:/path`` (a file readable by its owner only), see `_secrets`. Secrets are read by
-the worker that runs the job, at the start of the run, under the worker's own
-`SecretPolicy`: job arguments carry the account's name only.
-"""
+"""Accounts in PostgreSQL: what to sync and where its secrets live (``env:VAR`` or
+``file:/path``, read by the worker under its own `SecretPolicy`), never the secrets."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""procrastinate's job manager, noting the failure that stops a worker.
-
-procrastinate stops taking jobs when its listener, fetch loop, heartbeat or periodic
-deferrer fails (it logs "Side task ... failed ... stopping worker") and ends its run once
-the running jobs have ended; `WatchedJobManager.failure` says so at once, for `/healthz`
-and for the worker's exit. Imported only once procrastinate is known to be installed.
-"""
+"""procrastinate's job manager, noting at once the side-task failure that stops a worker
+(for `/healthz` and the worker's exit)."""
 
 from __future__ import annotations
 

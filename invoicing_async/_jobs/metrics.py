@@ -1,11 +1,5 @@
-"""A worker's Prometheus metrics and health (`worker --metrics-port`).
-
-Run metrics come from a `RunObserver` told of every run's outcome; the database's view
-(accounts overdue, jobs queued) is read when Prometheus scrapes. `/healthz` answers 200
-while the worker can run jobs (its listener, fetch loop and heartbeat alive), its
-watchdog's heartbeat is fresh and the database answers, else 503 with the reason. Needs the
-`[metrics]` extra (prometheus-client); served by aiohttp, which the client already uses.
-"""
+"""A worker's Prometheus metrics and health (`worker --metrics-port`, `[metrics]` extra):
+`/healthz` answers 200 while the worker can run jobs and the database answers, else 503."""
 
 from __future__ import annotations
 
@@ -45,13 +39,8 @@ _OVERDUE = (
 
 
 class RunMetrics(RunObserver):
-    """The run metrics of one worker, in a registry of their own.
-
-    Every label set is bounded: outcomes, changes and job statuses are fixed lists, and
-    the budget left is a histogram over all runs. `per_host` adds a gauge per customer
-    host (`invoicing_budget_remaining{host}`), one series for every host this worker has
-    run: opt-in, for fleets of few hosts.
-    """
+    """The run metrics of one worker, in a registry of their own; every label set is bounded
+    (`per_host` adds a gauge per customer host: opt-in, for fleets of few hosts)."""
 
     def __init__(
         self, registry: CollectorRegistry | None = None, *, per_host: bool = False
@@ -216,9 +205,8 @@ class MetricsServer:
         await self._runner.cleanup()
 
     async def _close_old_connections(self) -> None:
-        """Close every connection `connection_timeout` seconds (at most 1.5 times that)
-        after it was first seen: a client that sends its request slowly, or never, holds
-        no socket for long (aiohttp waits for a request's headers without a deadline)."""
+        """Close every connection `connection_timeout` seconds after it was first seen: a slow
+        client holds no socket for long (aiohttp waits for headers without a deadline)."""
         server = self._runner.server
         assert server is not None  # set up in __aenter__
         loop = asyncio.get_running_loop()

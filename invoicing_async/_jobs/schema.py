@@ -1,8 +1,4 @@
-"""The jobs layer's tables: accounts and their runs (migrations in ``_jobs/sql/``).
-
-Applied by ``invoicing-async db migrate`` (`Jobs.migrate`), with the
-store's and the budget's migrations.
-"""
+"""The jobs layer's tables: accounts and their runs (migrations in ``_jobs/sql/``)."""
 
 from __future__ import annotations
 

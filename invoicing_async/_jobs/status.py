@@ -1,9 +1,5 @@
-"""Runs: one row per attempt to sync an account, written as it starts, moves and ends.
-
-The row is the operator's view (`invoicing-async status`) and the run's own record of its
-outcome; an account's next due time is set in the same transaction as the outcome, so a
-run never ends without the account becoming due again.
-"""
+"""Runs: one row per attempt to sync an account (the operator's view); the account's next
+due time is set in the outcome's transaction, so a run never ends without it."""
 
 from __future__ import annotations
 
@@ -49,19 +45,10 @@ _FAILURES = (
 
 
 def next_due(
-    outcome: RunOutcome,
-    *,
-    every: float,
-    retry_after: float,
-    retry_cap: float,
-    failures_before: int,
+    outcome: RunOutcome, *, every: float, retry_after: float, retry_cap: float, failures_before: int
 ) -> float:
-    """Seconds until the account is due again after this outcome.
-
-    A failing account (wrong password, host down) backs off exponentially: `retry_after`,
-    then twice that, and so on up to `retry_cap`, counting the failures in a row before
-    this one; any other outcome ends the streak.
-    """
+    """Seconds until the account is due again: failures in a row back off exponentially from
+    `retry_after` up to `retry_cap`; any other outcome ends the streak."""
     if outcome.status == "complete":
         return every
     if outcome.status == "budget":
@@ -218,10 +205,7 @@ def summary(rows: Sequence[AccountStatus]) -> str:
 
 
 def problems(
-    rows: Sequence[AccountStatus],
-    *,
-    overdue_margin: float,
-    now: dt.datetime | None = None,
+    rows: Sequence[AccountStatus], *, overdue_margin: float, now: dt.datetime | None = None
 ) -> list[str]:
     """What `status --check` alerts on: accounts whose last run failed (or was lost), and
     accounts due more than `overdue_margin` seconds ago and not yet queued."""

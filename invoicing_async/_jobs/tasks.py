@@ -1,18 +1,6 @@
-"""The procrastinate app: a task that syncs one account, and a dispatcher that queues the
-accounts that are due.
-
-Each account's job is deferred with ``lock=<account>`` (one run at a time, on any
-machine) and ``queueing_lock=<account>`` (at most one waiting); procrastinate never
-retries it (the engine retries requests itself). A run also holds a PostgreSQL advisory
-lock on its account, so that a worker declared lost that was only cut off cannot run beside
-its successor. Nothing is deferred into the future (procrastinate #1599: a future job
-holding a lock blocks others): an account's `due_at` says when it is due, and the
-dispatcher, a periodic task, queues it then. Jobs carry the account's name only.
-
-A worker process has one connection pool (`Jobs.pool`), shared by its runs' stores, its
-budget store and procrastinate (``App.open_async(pool=...)``), plus the one connection
-procrastinate keeps outside any pool to LISTEN for new jobs.
-"""
+"""The procrastinate app: a task that syncs one account, and a periodic dispatcher that
+queues the accounts whose `due_at` has passed (never a job deferred into the future,
+procrastinate #1599). Jobs carry the account's name only and are locked on it."""
 
 from __future__ import annotations
 
@@ -69,11 +57,9 @@ logger = logging.getLogger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
-#: What `db migrate` applies: the store's, the budget's and our own tables.
 COMPONENTS = (store_postgres.SCHEMA, budget_postgres.SCHEMA, schema.SCHEMA)
-# An account is queued (due_at NULL) between the dispatcher's update and its defer, and
-# while its job waits or runs. One whose job is gone (a dispatcher killed in between, a
-# job deleted by hand) is due again; at worst a run more, never an account forgotten.
+# An account is queued (due_at NULL) while its job waits or runs; one whose job is gone
+# is due again: at worst a run more, never an account forgotten.
 _ORPHANS_DUE = """
 UPDATE invoicing_accounts a SET due_at = now()
 WHERE a.due_at IS NULL AND NOT EXISTS (
@@ -100,14 +86,11 @@ def require_procrastinate() -> None:
 
 
 class Jobs:
-    """Our tables and procrastinate's app on one database; open with ``async with``.
+    """Our tables and procrastinate's app on one database (one pool); open with ``async with``.
 
-    `stalled_after`: seconds without a heartbeat after which a worker's running jobs are
-    declared lost and their accounts queued again. `retry_after`: seconds before an
-    account whose run failed is due again, doubled with each failure in a row up to
-    `retry_cap`. `secret_policy`: which secret references this worker may read (its own
-    configuration, never the database's). `observers` are told of every run.
-    """
+    `stalled_after`: seconds without a heartbeat before a worker's jobs are declared lost.
+    `retry_after`: seconds before a failed account is due again, doubled per failure up to
+    `retry_cap`. `secret_policy`: which secret references this worker may read."""
 
     def __init__(
         self,
@@ -135,10 +118,8 @@ class Jobs:
         self.failed_runs = 0
         #: `time.monotonic()` of the watchdog's last round trip to the database (`/healthz`).
         self.heartbeat_at = time.monotonic()
-        # The worker's one pool: runs, their budget and procrastinate borrow from it.
         self.pool: Pool = connection_pool(database_url, max_size=pool_size, statement_timeout=60)
         self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
-        # Given our pool when the app opens; the URL serves only a use before that.
         connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
         from invoicing_async._jobs.manager import WatchedJobManager
@@ -183,11 +164,8 @@ class Jobs:
         await self.budget_store.close()
         await self.pool.close()
 
-    # -- schema ----------------------------------------------------------------------------
-
     async def migrate(self) -> list[str]:
-        """The store's, the budget's and our migrations, then procrastinate's schema if
-        absent; idempotent, race-safe. The names of the migrations applied."""
+        """Apply all migrations, procrastinate's schema last (idempotent); the names applied."""
         from procrastinate.schema import SchemaManager
 
         async with self.pool.connection() as conn:
@@ -200,14 +178,8 @@ class Jobs:
                 await conn.execute(SchemaManager.get_schema())
         return [f"{m.component}/{m.name}" for m in applied]
 
-    # -- queueing --------------------------------------------------------------------------
-
     async def enqueue(self, names: list[str]) -> dict[str, str]:
-        """Queue a job per account now: "queued", or "waiting" when one already waits.
-
-        Each account's `due_at` is cleared first (the run sets it when it ends), so that a
-        run finishing before this call returns is not undone.
-        """
+        """Queue a job per account now: "queued", or "waiting" when one already waits."""
         async with self.pool.connection() as conn:
             await conn.execute(
                 "UPDATE invoicing_accounts SET due_at = NULL WHERE name = ANY(%s)", (names,)
@@ -215,8 +187,7 @@ class Jobs:
         return await self._defer(names)
 
     async def _defer(self, names: list[str]) -> dict[str, str]:
-        """A job per account: `_DEFER_BATCH` in one statement; a batch in which one
-        account already has a waiting job is deferred one by one instead."""
+        """A job per account, in batches; a batch where one already waits goes one by one."""
         from procrastinate.exceptions import AlreadyEnqueued
 
         result: dict[str, str] = {}
@@ -262,8 +233,7 @@ class Jobs:
             )
 
     async def dispatch(self) -> dict[str, str]:
-        """Recover lost jobs, then queue every account whose `due_at` has passed; {} when
-        another worker's dispatcher is at it (it queues them)."""
+        """Recover lost jobs, then queue every due account; {} when another dispatcher is at it."""
         await self.recover_stalled()
         async with self.pool.connection() as conn:
             cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (locks.DISPATCH,))
@@ -291,8 +261,7 @@ class Jobs:
         return queued
 
     async def recover_stalled(self) -> list[str]:
-        """Jobs of workers silent for `stalled_after` seconds fail; their accounts are
-        queued again at once."""
+        """Fail the jobs of workers silent for `stalled_after` seconds; queue their accounts."""
         from procrastinate.jobs import Status
 
         manager = self.app.job_manager
@@ -315,13 +284,9 @@ class Jobs:
         return accounts
 
     async def watch_stalled(
-        self,
-        interval: float,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        self, interval: float, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     ) -> None:
-        """Recover stalled workers' jobs every `interval` seconds, until cancelled: a
-        killed worker's account runs again within `stalled_after + interval`, not at the
-        dispatcher's next minute."""
+        """Recover stalled workers' jobs every `interval` seconds, until cancelled."""
         while True:
             await sleep(interval)
             try:
@@ -330,8 +295,6 @@ class Jobs:
                 logger.warning("recovering stalled jobs failed: %s", exc)
             else:
                 self.heartbeat_at = time.monotonic()
-
-    # -- running ---------------------------------------------------------------------------
 
     async def run_worker(
         self,
@@ -343,14 +306,9 @@ class Jobs:
     ) -> None:
         """Dispatch once (a restarted worker picks up lost work at once), then work.
 
-        Succeeded jobs are deleted (`invoicing_runs` keeps the history); failed ones, those
-        of lost workers, stay for inspection. SIGINT and SIGTERM (with
-        `install_signal_handlers`) stop it gently: running jobs end first. When the job
-        worker stops by itself (its listener, fetch loop or heartbeat lost the database),
-        `StoreError` is raised once its running jobs have ended, so that the process exits
-        non-zero and its supervisor starts it again: a worker left up without a listener
-        would never run a job again.
-        """
+        SIGINT and SIGTERM stop it gently. When the job worker stops by itself (it lost the
+        database), `StoreError` is raised once its running jobs ended, so that the supervisor
+        restarts the process."""
         await self.dispatch()
         self._stop_requested = False
         self.manager.failure = None
@@ -409,20 +367,14 @@ class Jobs:
         return self.worker_problem
 
     def _on_signal(self, worker: asyncio.Task[None]) -> None:
-        """SIGINT or SIGTERM: stop taking jobs; running ones end first (procrastinate
-        stops gently when its run is cancelled)."""
+        """SIGINT or SIGTERM: stop taking jobs; running ones end first."""
         logger.info("stop requested: finishing the running jobs")
         self._stop_requested = True
         self.worker_problem = "the job worker is stopping"
         worker.cancel()
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
-        """Sync one account now and record the run; its status.
-
-        The run's bookkeeping is two statements on one connection held for the run: the
-        start (account, failure streak, the account's advisory lock, the run's row) and
-        the finish (outcome, next due time, lock let go).
-        """
+        """Sync one account now and record the run, holding the account's lock; its status."""
         async with self.pool.connection() as conn:
             try:
                 started = await start_run(conn, name, job_id, worker)
@@ -455,8 +407,7 @@ class Jobs:
     def account_run(
         self, account: Account, failures: int = 0, *observers: RunObserver
     ) -> AccountRun:
-        """The run of `account` as this worker makes it (its budget store, its secrets);
-        `sync` gives it the account's lock."""
+        """The run of `account` as this worker makes it; `sync` gives it the account's lock."""
         return AccountRun(
             account=account.name,
             base_url=account.base_url,
@@ -481,17 +432,14 @@ class Jobs:
         )
 
     def _http_session(self) -> aiohttp.ClientSession:
-        """The worker's one HTTP session, shared by its runs (connections kept alive
-        between runs of a host); it keeps no cookies, since accounts share it."""
+        """The worker's one HTTP session, shared by its runs; no cookies (accounts share it)."""
         if self._http is None or self._http.closed:
             self._http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
         return self._http
 
     async def _finish(self, conn: Conn, started: StartedRun, outcome: RunOutcome) -> None:
-        """Record the outcome and let go of the lock on the run's connection `conn`; when
-        that fails (the database went away), `conn` is closed (the server drops its lock)
-        and the outcome recorded on a new connection once the database is back (a few
-        tries over about 15 s), with the requests the run spent."""
+        """Record the outcome and let go of the lock on `conn`; if that fails, close `conn` (the
+        server drops the lock) and retry on a new connection for about 15 s."""
         try:
             await finish_run(conn, started.run_id, outcome, unlock=started.locked)
             return
@@ -525,8 +473,7 @@ def _cancelled(task: asyncio.Task[Any] | None) -> bool:
 
 
 class _Progress(RunObserver):
-    """Writes a run's progress at most every `_PROGRESS_EVERY` seconds, the first time
-    that long after its first batch, off the engine's path."""
+    """Writes a run's progress at most every `_PROGRESS_EVERY` seconds, off the engine's path."""
 
     def __init__(self, pool: Pool, run_id: int) -> None:
         self._pool = pool

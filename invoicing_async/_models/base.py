@@ -16,11 +16,8 @@ REQUEST_NAME = "invoicing.request_name"
 
 
 def field(*, wire: str | None = None, request: str | None = None, read_only: bool = False) -> Any:
-    """A model attribute, None unless the service or the caller sets it.
-
-    `wire` is the snake_case name on the wire when it differs from the attribute
-    (`_destroy`); `request` the name used in request bodies (`details_attributes`).
-    """
+    """A model attribute, None unless set; `wire`: its name on the wire when it differs
+    (`_destroy`), `request`: its name in request bodies (`details_attributes`)."""
     metadata: dict[str, Any] = {READ_ONLY: read_only}
     if wire is not None:
         metadata[WIRE_NAME] = wire
@@ -72,10 +69,8 @@ class Model:
 
 @attrs.define(kw_only=True, repr=False)
 class DetailLine(Model):
-    """The attributes every line (of an invoice or of a template) has.
-
-    `destroy=True` together with an `id` deletes the line in an update (`_destroy`).
-    """
+    """The attributes every line (of an invoice or of a template) has; `destroy=True` with an
+    `id` deletes the line in an update (`_destroy`)."""
 
     _repr_fields: ClassVar[tuple[str, ...]] = ("id", "description", "amount", "price", "destroy")
 

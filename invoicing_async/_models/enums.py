@@ -1,8 +1,5 @@
-"""Documented values of the enumerated attributes.
-
-Model fields stay plain `str` (or `int`) so that a value the service adds later still
-decodes; these enums are `str`/`int` subclasses, so `inv.state == InvoiceState.PAID` works.
-"""
+"""Documented values of the enumerated attributes, as `str`/`int` subclasses (model
+fields stay plain, so a value the service adds later still decodes)."""
 
 from __future__ import annotations
 

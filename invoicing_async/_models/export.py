@@ -1,9 +1,5 @@
 """Models out of the package: JSON-safe dicts (money as strings) and pandas DataFrames
-(money as Arrow decimals).
-
-`json.dumps(model.to_dict())` fails on `Decimal` and `date`, and frameworks that coerce
-them (FastAPI) turn money into floats. These forms keep every digit.
-"""
+(money as Arrow decimals), keeping every digit."""
 
 from __future__ import annotations
 
@@ -65,10 +61,8 @@ def _pandas() -> Any:
     return pandas, pyarrow
 
 
-# Decimal columns as (precision, scale). Amounts come with at most two places (cents);
-# four hold the sub-cent unit prices a line may carry, and every sum stays exact. Rates
-# (`exchange_rate`, the `discount` percentage) get eight places. A value with more
-# places than its column is refused (never rounded).
+# Decimal columns as (precision, scale): four places hold sub-cent unit prices, eight the
+# rates; a value with more places is refused, never rounded.
 MONEY_DECIMAL = (18, 4)
 RATE_DECIMAL = (18, 8)
 _RATES = frozenset({"exchange_rate", "discount"})
@@ -154,9 +148,8 @@ def _values(item: Any) -> dict[str, Any]:
 
 
 def _rows(items: Iterable[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], type[Any]]:
-    """Invoice rows and line rows (with `invoice_id`) of models or stored JSON documents
-    (`{"invoice": {…}}` bytes, read without building a model when they fit the strict
-    structs), and the class whose columns the invoice rows have."""
+    """Invoice rows and line rows (with `invoice_id`) of models or stored JSON documents, and
+    the class whose columns the invoice rows have."""
     from invoicing_async._models.documents import load_model
     from invoicing_async._models.invoice import Invoice
 

@@ -1,12 +1,6 @@
-"""Wire names and every body the client (or the fake service) writes.
-
-The one module that knows how a name travels: each attribute's names per format
-(`total_price` in JSON, `total-price` in XML; `details_attributes` in requests), the
-Rails root names, the rule that unwraps a JSON root, and every request payload (model
-bodies, update change sets, send and reminder, advanced filters, sync-fetch ids). Resources
-build no names themselves. The documents only the service writes (lists, sync lists, 422
-errors) are the fake's: `invoicing_async.testing`.
-"""
+"""Wire names and every body the client (or the fake service) writes: each attribute's
+names per format, the Rails root names, the JSON root rule and every request payload.
+Resources build no names themselves."""
 
 from __future__ import annotations
 
@@ -41,9 +35,6 @@ __all__ = [
 Mode = Literal["request", "document"]
 
 
-# -- names ---------------------------------------------------------------------------------
-
-
 # (single root, list root) in snake_case.
 ROOTS: dict[type[Model], tuple[str, str]] = {
     Invoice: ("invoice", "invoices"),
@@ -63,21 +54,14 @@ def root_name(cls: type[Model], fmt: Format, *, plural: bool = False) -> str:
 
 
 def unwrap_root(value: Any) -> tuple[str | None, Any]:
-    """`{"invoice": {…}}` -> `("invoice", {…})`; a bare value -> `(None, value)`.
-
-    Rails wraps each JSON object (and some lists) in its root name. A single-key object
-    is such a wrapper when it holds an object or a list, or when its key is a root name
-    of the service; the root comes back in snake_case. Anything else is a bare object.
-    """
+    """`{"invoice": {…}}` -> `("invoice", {…})`; a bare value -> `(None, value)`. A single-key
+    object is a wrapper when it holds an object or a list, or its key is a root name."""
     if isinstance(value, dict) and len(value) == 1:
         ((key, inner),) = value.items()
         root = snake_name(key)
         if isinstance(inner, (dict, list)) or root in _ROOT_NAMES:
             return root, inner
     return None, value
-
-
-# -- models as wire trees -------------------------------------------------------------------
 
 
 _PLANS: dict[tuple[type[Model], Format, Mode], list[tuple[str, str, bool, bool]]] = {}
@@ -103,12 +87,8 @@ def _wire_plan(cls: type[Model], fmt: Format, mode: Mode) -> list[tuple[str, str
 
 
 def to_wire(model: Model, *, fmt: Format, mode: Mode) -> dict[str, Any]:
-    """The attributes of `model` as a wire tree for one format.
-
-    `request`: writable attributes that are set (read-only ones are never sent, nor are
-    unset ones or `extra`), collections under their request name (`details_attributes`).
-    `document`: every attribute as the service writes it, None included, `extra` too.
-    """
+    """The attributes of `model` as a wire tree for one format: `request`, the set writable
+    ones (under request names); `document`, every attribute as the service writes it."""
     out: dict[str, Any] = {}
     for name, key, only_set, is_list in _wire_plan(type(model), fmt, mode):
         value = getattr(model, name)
@@ -134,11 +114,8 @@ def _value_to_wire(value: Any, fmt: Format, mode: Mode) -> Any:
 
 
 def changes_to_wire(cls: type[Model], changes: Mapping[str, Any], *, fmt: Format) -> dict[str, Any]:
-    """Only the named attributes, for an update. None is sent (as nil) to clear a value.
-
-    Unknown names raise `TypeError` and read-only names `ValueError`, before anything
-    is sent: a typo must not silently become a no-op update.
-    """
+    """Only the named attributes, for an update (None clears a value); unknown names raise
+    `TypeError` and read-only ones `ValueError`, before anything is sent."""
     specs = {s.name: s for s in field_specs(cls)}
     out: dict[str, Any] = {}
     for name, value in changes.items():
@@ -149,9 +126,6 @@ def changes_to_wire(cls: type[Model], changes: Mapping[str, Any], *, fmt: Format
             raise ValueError(f"{cls.__name__}.{name} is read-only and cannot be updated")
         out[wire_key(spec.request, fmt)] = _value_to_wire(value, fmt, "request")
     return out
-
-
-# -- bodies -----------------------------------------------------------------------------------
 
 
 def _wrapped(root: str, data: Mapping[str, Any] | list[Any], fmt: Format) -> bytes:

@@ -39,11 +39,8 @@ class SyncEntry:
 
 
 class SyncRevisions(Mapping[int, int]):
-    """The sync list as {id: revision}, compact: two arrays of 64-bit integers.
-
-    16 bytes an invoice instead of ~100 for a dict, so a million-invoice list fits in
-    a few tens of megabytes. Lookups are binary searches over the ids, sorted once.
-    """
+    """The sync list as {id: revision}, compact: two arrays of 64-bit integers (16 bytes an
+    invoice), looked up by binary search."""
 
     __slots__ = ("_ids", "_revisions", "_sorted")
 

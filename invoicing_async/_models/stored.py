@@ -1,14 +1,6 @@
-"""Invoices as a store keeps them: each one's JSON document as decoded, the columns a
-store indexes, and the model, built only when someone asks for it.
-
-A sync-fetch reply is read one way per format, each member judged on its own: one that
-cannot be read (a bad value, an id past 64 bits, a member under another root) is set
-aside with its id and field, and its neighbours are kept. In JSON, the members are split
-without reading their values; each is decoded once, straight into the invoice's strict
-struct (`strict_json`), and kept as the bytes the service sent; one the check is not
-sure of is read by the converter. XML members are read into models (the check is the
-converter itself) and each tree is written once as JSON.
-"""
+"""Invoices as a store keeps them: each one's JSON document, the columns a store indexes,
+and the model, built only when asked for. A sync-fetch reply's members are judged one by
+one: one that cannot be read is set aside with its id and field, its neighbours kept."""
 
 from __future__ import annotations
 
@@ -39,14 +31,8 @@ __all__ = ["InvoiceDocument", "load_invoice_documents"]
 
 @attrs.define
 class InvoiceDocument:
-    """One fetched invoice as a store receives it (what `Store.apply_documents` takes):
-    `document` is `{"invoice": {…}}` as JSON bytes, what `SQLiteStore` and
-    `PostgresStore` keep, with the columns they index; a store that keeps models calls
-    `model()`.
-
-    The document is known to read: it was checked, or read into that model, before this
-    object was made. `model()` reads the `Invoice` from it on first use.
-    """
+    """One fetched invoice as a store receives it: `document` is `{"invoice": {…}}` as JSON
+    bytes (known to read) with the indexed columns; `model()` reads it on first use."""
 
     # In the order of `strict_json.Columns`.
     id: int | None
@@ -75,9 +61,8 @@ class InvoiceDocument:
 def load_invoice_documents(
     body: bytes, fmt: Format, *, limit: int
 ) -> tuple[list[InvoiceDocument], list[MemberError]]:
-    """A sync-fetch reply as documents, each member on its own: one that cannot be read
-    is set aside (with its id when it has a readable one, and the field). A reply of more
-    than `limit` members is refused (`DecodeError`) before any document is made."""
+    """A sync-fetch reply as documents, each member on its own (one that cannot be read is
+    set aside); more than `limit` members is refused before any document is made."""
     if fmt == "json":
         judged = [_json_member(raw) for raw in split_members(body, limit)]
     else:

@@ -1,11 +1,6 @@
-"""The one way to open PostgreSQL connections: psycopg imported lazily, a pool with its
-timeouts that fails fast when it opens (`pool.Pool`), and psycopg's errors as `StoreError`s
-that say where, what happened and what to check.
-
-Importing this module imports nothing of psycopg (the `[postgres]` extra is optional);
-errors are told apart by SQLSTATE, class name and, for a refused connection (which has no
-SQLSTATE), the server's message; a URL's password never reaches a message.
-"""
+"""The one way to open PostgreSQL connections: psycopg imported lazily, a pool that fails
+fast when it opens, and psycopg's errors as `StoreError`s that say where, what and what to
+check (never a URL's password)."""
 
 from __future__ import annotations
 
@@ -43,11 +38,8 @@ def require_psycopg(what: str = "PostgreSQL support") -> None:
 def connect_kwargs(
     connect_timeout: float, statement_timeout: float, application_name: str = APPLICATION_NAME
 ) -> dict[str, Any]:
-    """Settings of our connections: the timeouts and the name the server shows.
-
-    Not autocommit: pools set it when they make a connection (`_autocommit`), since
-    procrastinate passes ``autocommit=True`` itself beside these when it connects.
-    """
+    """Settings of our connections: the timeouts and the name the server shows (autocommit is
+    the pools' to set: procrastinate passes it itself)."""
     return {
         # libpq takes whole seconds, and treats 1 as 2.
         "connect_timeout": max(2, round(connect_timeout)),
@@ -70,13 +62,9 @@ def connection_pool(
     pool_timeout: float = 10.0,
     application_name: str = APPLICATION_NAME,
 ) -> Pool:
-    """A pool (not opened yet) of autocommit connections with these timeouts: the one way
-    this package connects to PostgreSQL.
-
-    Share it between stores, the budget and procrastinate; open it with
-    ``async with connection_pool(url) as pool`` or ``await pool.open()``, which fails
-    within 3 s with the server's reason when the URL, role or database is wrong.
-    """
+    """A pool (not opened yet) of autocommit connections with these timeouts, to share
+    between stores, the budget and procrastinate; opening it fails within 3 s with the
+    server's reason when the URL, role or database is wrong."""
     require_psycopg()
     from invoicing_async._postgres.pool import Pool
 
@@ -92,12 +80,8 @@ def connection_pool(
 
 
 class BoundedCalls:
-    """Store calls bounded in time on the client side, psycopg's errors as `StoreError`.
-
-    A stopped server answers nothing, not even its own statement_timeout, and psycopg
-    may take seconds more to give up on a cancelled query: a call past `timeout` raises
-    at once, and its work is left to end in the background (`drain()` waits for it).
-    """
+    """Store calls bounded in time on the client side (a stopped server answers nothing),
+    psycopg's errors as `StoreError`; late work ends in the background (`drain()`)."""
 
     def __init__(self, timeout: float, where: str) -> None:
         self.timeout = timeout
@@ -105,11 +89,8 @@ class BoundedCalls:
         self._stragglers: set[asyncio.Task[Any]] = set()
 
     async def run(self, work: Callable[[], Awaitable[T]], doing: str) -> T:
-        """Run `work` within `timeout` seconds, its psycopg errors as `StoreError`.
-
-        On timeout the work is cancelled but not awaited: psycopg may take seconds more to
-        give up on a server that does not answer, and the caller should not wait for that.
-        """
+        """Run `work` within `timeout` seconds, its psycopg errors as `StoreError`; on timeout it
+        is cancelled but not awaited."""
         import psycopg
 
         task = asyncio.ensure_future(work())

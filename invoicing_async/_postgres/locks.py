@@ -1,10 +1,5 @@
-"""Every PostgreSQL advisory lock this package takes, in one place.
-
-Advisory locks share one 64-bit key space per database with every other application on
-it: fixed keys are large numbers unlikely elsewhere, and keys per name are hashed from a
-prefix that says whose they are (``hashtextextended(prefix || name, 0)``, computed by the
-server). Nothing else in the package writes a lock key.
-"""
+"""Every PostgreSQL advisory lock this package takes, in one place: fixed keys are large
+numbers unlikely elsewhere, keys per name hashed by the server from a prefix of ours."""
 
 from __future__ import annotations
 

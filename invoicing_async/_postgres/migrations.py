@@ -1,13 +1,6 @@
-"""The one migration runner: each component's ``sql/NNNN_name.sql`` files, applied in order.
-
-A component (the store, the budget, the jobs) registers itself with a `Component` naming
-its package; its migrations are that package's ``sql/`` files, shipped as package data.
-Applied versions live in ``invoicing_migrations``, per component. Migrating takes the
-registry's `locks.MIGRATIONS` lock in one transaction, so processes that start at once
-apply each migration exactly once (the others wait, then find it done). A database whose
-version of a component is newer than this package's is refused before anything is
-written to it.
-"""
+"""The one migration runner: each component's ``sql/NNNN_name.sql`` files, applied in order
+under one lock (processes starting at once apply each exactly once). Versions live in
+``invoicing_migrations``; a database newer than this package is refused untouched."""
 
 from __future__ import annotations
 
@@ -33,15 +26,7 @@ if TYPE_CHECKING:
 
     Conn = AsyncConnection[TupleRow]
 
-__all__ = [
-    "Component",
-    "Migration",
-    "apply",
-    "check",
-    "migrate",
-    "once_per_pool",
-    "read_versions",
-]
+__all__ = ["Component", "Migration", "apply", "check", "migrate", "once_per_pool", "read_versions"]
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
@@ -58,11 +43,8 @@ class Migration:
 
 @attrs.frozen
 class Component:
-    """A part of the package with tables of its own, and its migrations' package.
-
-    `sign`: a table of this component that, found without the version table, means the
-    tables are not ours.
-    """
+    """A part of the package with tables and migrations of its own; `sign`: a table that,
+    found without the version table, means the tables are not ours."""
 
     name: str
     package: str
@@ -97,12 +79,8 @@ def _runner_sql() -> str:
 
 
 async def _tables(conn: Conn, names: Sequence[str]) -> set[str]:
-    """Which of `names` exist in the current schema.
-
-    A scan of pg_class, not to_regclass(): name lookups go through a cache that a
-    transaction waiting on the advisory lock may hold stale (tables another process created
-    meanwhile look missing); locking pg_class to scan it also refreshes it.
-    """
+    """Which of `names` exist in the current schema (a scan of pg_class: to_regclass() may
+    see a stale cache while waiting on the advisory lock)."""
     cursor = await conn.execute(
         "SELECT c.relname FROM pg_catalog.pg_class c"
         " WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%s)",
@@ -112,11 +90,8 @@ async def _tables(conn: Conn, names: Sequence[str]) -> set[str]:
 
 
 async def read_versions(conn: Conn, components: Sequence[Component], where: str) -> dict[str, int]:
-    """Each component's version in the database (0 when it has none yet); reads only.
-
-    Raises `StoreError` for a version newer than this package's, or for a component's
-    tables without any version table (not ours, or damaged).
-    """
+    """Each component's version in the database (0 when none); `StoreError` for a newer one,
+    or for a component's tables without any version table."""
     signs = [c.sign for c in components if c.sign]
     tables = await _tables(conn, ["invoicing_migrations", *signs])
     recorded: dict[str, int] = {}
@@ -179,12 +154,8 @@ async def check(conn: Conn, components: Sequence[Component], where: str) -> None
 
 
 async def apply(conn: Conn, components: Sequence[Component], where: str) -> list[Migration]:
-    """Bring the components' schemas up to date; the migrations applied now.
-
-    Reads first without locking (the common case: nothing to do); otherwise applies the
-    missing migrations in one transaction under the lock, reading the versions again once
-    the lock is held since another process may have migrated meanwhile.
-    """
+    """Bring the components' schemas up to date; the migrations applied now (read first
+    without locking, then again under the lock)."""
     async with conn.transaction():
         versions = await read_versions(conn, components, where)
     if all(versions[c.name] == c.latest for c in components):
@@ -210,10 +181,8 @@ async def apply(conn: Conn, components: Sequence[Component], where: str) -> list
 async def migrate(
     url: str, components: Sequence[Component], *, timeout: float = 60.0
 ) -> list[Migration]:
-    """Bring the components' schemas in the database at `url` up to date; those applied.
-
-    Safe to run from several processes at once; a newer database is refused (`StoreError`).
-    """
+    """Bring the components' schemas at `url` up to date; those applied (safe to run at once
+    from several processes; a newer database is refused)."""
     require_psycopg()
     import psycopg
 

@@ -1,10 +1,5 @@
-"""`Pool`: psycopg's pool whose opening fails fast with the server's reason.
-
-psycopg's pool retries a failing connection until its timeout and then says only
-``PoolTimeout: pool initialization incomplete``; one direct connection first turns a wrong
-URL, role or database into a `StoreError` naming it, within `PROBE_TIMEOUT` seconds.
-Imported only once psycopg is known to be installed (`connect.connection_pool`).
-"""
+"""`Pool`: psycopg's pool whose opening fails fast with the server's reason (one direct
+connection first, within `PROBE_TIMEOUT`), not ``PoolTimeout`` after its timeout."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""`PushReceiver` mounted in web frameworks: aiohttp routes and a plain ASGI app.
-
-Each adapter only moves the secret, the content type and length, and the body between
-its framework and the receiver's framework-free checks.
-"""
+"""`PushReceiver` mounted in web frameworks (aiohttp routes, a plain ASGI app); each only
+moves the secret, content type, length and body to the receiver's checks."""
 
 from __future__ import annotations
 
@@ -75,10 +72,8 @@ async def _read_limited(read: Callable[[int], Awaitable[bytes]], limit: int) -> 
 
 
 class PushASGIApp:
-    """An ASGI app for `POST /` (secret in the header) and `POST /<secret>`.
-
-    Mount it under a prefix: ``app.mount("/push", receiver.asgi())``.
-    """
+    """An ASGI app for `POST /` (secret in the header) and `POST /<secret>`; mount it under a
+    prefix: ``app.mount("/push", receiver.asgi())``."""
 
     def __init__(self, receiver: PushChecks) -> None:
         self.receiver = receiver

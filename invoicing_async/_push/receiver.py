@@ -1,11 +1,8 @@
 """The receiver of the service's push notifications (form POST `invoice_id`, `state`).
 
-The service signs nothing, so the receiver requires a secret of ours: in the receiver
-URL's path (`/push/{secret}`) or an `X-Push-Secret` header; anything else gets 403.
-The checks live here, free of any web framework; `push_adapters` mounts them in aiohttp
-and in any ASGI framework (Starlette, FastAPI). Pushed ids are de-duplicated and leave
-the receiver only once they are stored.
-"""
+The service signs nothing, so a secret of ours is required, in the URL's path or an
+`X-Push-Secret` header (else 403). Pushed ids are de-duplicated and leave the receiver
+only once they are stored."""
 
 from __future__ import annotations
 
@@ -75,14 +72,9 @@ class PushReceiver:
     def __repr__(self) -> str:
         return f"PushReceiver(pending={len(self._pending)}, secret='***')"
 
-    # -- receiving ---------------------------------------------------------------------
-
     def authorized(self, *candidates: str | None) -> bool:
-        """True when one of the given strings is our secret (compared in constant time).
-
-        Header bytes that are not UTF-8 reach us as surrogates (aiohttp): encoded as such,
-        they are simply not the secret, never an error.
-        """
+        """True when one of the given strings is our secret (constant time; non-UTF-8 header
+        bytes are simply not the secret)."""
         found = False
         for given in candidates:
             if given is not None:
@@ -99,10 +91,8 @@ class PushReceiver:
         content_length: int | None,
         read: Callable[[int], Awaitable[bytes]],
     ) -> PushResponse:
-        """Check one push and take its id; `read(n)` returns at most n bytes of the body.
-
-        The body is read only after the secret, type and declared length passed.
-        """
+        """Check one push and take its id; the body (`read(n)`) is read only after the secret,
+        type and declared length passed."""
         if not self.authorized(*secrets_given):
             return self._reject(_FORBIDDEN)
         if (content_type or "").split(";", 1)[0].strip().lower() != FORM:
@@ -141,8 +131,6 @@ class PushReceiver:
         self.rejected += 1
         return response
 
-    # -- framework adapters ------------------------------------------------------------
-
     def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
         """aiohttp routes: `POST {prefix}/{secret}`, and `POST {prefix}` with the header."""
         return aiohttp_routes(self, prefix)
@@ -150,8 +138,6 @@ class PushReceiver:
     def asgi(self) -> Callable[..., Awaitable[None]]:
         """A plain ASGI app to mount in Starlette or FastAPI (`app.mount("/push", …)`)."""
         return PushASGIApp(self)
-
-    # -- handing ids to the engine -----------------------------------------------------
 
     @property
     def pending(self) -> dict[int, str]:
@@ -195,12 +181,8 @@ async def follow_pushes(
     interval: float = 5.0,
     stop: asyncio.Event | None = None,
 ) -> list[SyncReport]:
-    """Fetch what is pushed, at most once per `interval` seconds, until `stop` is set.
-
-    Pushes arriving within an interval are coalesced: N pushes cost ceil(N/100) requests.
-    An id leaves the receiver only once it is stored (or the service no longer has it):
-    a failed fetch leaves it for the next round.
-    """
+    """Fetch what is pushed, at most once per `interval` seconds, until `stop` is set (N
+    pushes cost ceil(N/100) requests; a failed fetch leaves its ids for the next round)."""
     reports: list[SyncReport] = []
     stop = stop or asyncio.Event()
     while not stop.is_set():

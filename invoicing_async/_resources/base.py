@@ -14,14 +14,7 @@ from invoicing_async._resources.raw import RawOperations, operations_of
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
-__all__ = [
-    "Identified",
-    "Resource",
-    "id_from_location",
-    "id_of",
-    "segment",
-    "sets_attributes_only",
-]
+__all__ = ["Identified", "Resource", "id_from_location", "id_of", "segment", "sets_attributes_only"]
 
 
 class Identified(Protocol):
@@ -36,12 +29,8 @@ ResourceT = TypeVar("ResourceT", bound="Resource")
 
 
 def id_of(target: int | IdentifiedT, cls: type[IdentifiedT]) -> int:
-    """The numeric id of `target`: an id as given, or the `id` of a `cls` model.
-
-    Lets callers pass what they hold (`get(invoice)`) without narrowing `id: int | None`.
-    A model without an id (never created) raises `ValueError`, and any other object
-    `TypeError`, before anything is sent.
-    """
+    """The numeric id of `target`: an id as given, or the `id` of a `cls` model; a model
+    without id raises `ValueError`, any other object `TypeError`, before anything is sent."""
     if isinstance(target, int):
         return target
     if not isinstance(target, cls):
@@ -63,9 +52,8 @@ def segment(value: str | int) -> str:
 
 
 def sets_attributes_only(changes: Mapping[str, Any]) -> bool:
-    """Whether an update only sets values (lines named by id included), so that sending
-    it twice leaves what sending it once does: it may be retried after a 5xx. A line
-    without id would be added twice; a deleted line is gone for the repeat (a 422)."""
+    """Whether an update only sets values (lines named by id included), so that it may be
+    retried after a 5xx: a line without id would be added twice."""
     return all(line.id is not None and not line.destroy for line in changes.get("details") or ())
 
 
@@ -111,9 +99,8 @@ class Resource:
     def _check(
         self, errors: Sequence[FieldError], method: str, path: str, *, sending: object = None
     ) -> None:
-        """Raise the 422 the service would give, before spending a request on it. Numbers
-        in `sending` beyond the bounds of the decoders are refused even with
-        `validate=False`: they could make a body of any size."""
+        """Raise the 422 the service would give, before spending a request on it; numbers beyond
+        the decoders' bounds are refused even with `validate=False`."""
         unbounded = validation.number_errors(sending)
         if unbounded:
             raise ValidationError(unbounded, method=method, url=path)

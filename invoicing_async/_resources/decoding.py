@@ -1,11 +1,5 @@
-"""Decoding off the event loop: a large response is decoded in a worker thread, so a web
-app's other requests are not held up while a thousand invoices are built.
-
-Measured (benchmarks/bench_stall.py): decoding 1,000 invoices inline stalled the loop
-for 0.9 s in XML; in a worker thread the loop's longest stall stays near CPython's thread
-switch interval (5 ms), as the decoder gives up the GIL every few milliseconds. Small
-bodies are decoded inline: a thread hop costs more than they do.
-"""
+"""Decoding off the event loop: a large response is decoded in a worker thread (1,000
+invoices inline stalled the loop for 0.9 s; in a thread, about 5 ms); small bodies inline."""
 
 from __future__ import annotations
 
@@ -36,9 +30,8 @@ _pools_lock = threading.Lock()
 
 
 def _pool(name: str, workers: int) -> ThreadPoolExecutor:
-    """Our own small thread pools. One decoding thread, not the loop's default pool of
-    six: each thread that allocates gets a malloc arena of its own, which cost a 100,000-
-    invoice sync 60 MB of resident memory; decoding holds the GIL anyway."""
+    """Our own small thread pools: one decoding thread (each allocating thread costs a malloc
+    arena; decoding holds the GIL anyway)."""
     with _pools_lock:
         pool = _pools.get(name)
         if pool is None:
@@ -96,12 +89,8 @@ class _Handover(Generic[M]):
 async def iter_models(
     body: bytes, fmt: Format, cls: type[M], *, chunk: int = 100
 ) -> AsyncIterator[M]:
-    """The models of a list document, yielded as they are decoded.
-
-    A worker thread decodes `chunk` members at a time and hands them over; at most
-    `_AHEAD` chunks wait, so the whole list never exists as models at once. Leaving the
-    loop early stops the thread.
-    """
+    """The models of a list document, yielded as a worker thread decodes them `chunk` at a
+    time (at most `_AHEAD` chunks wait); leaving the loop early stops the thread."""
     if len(body) <= OFF_LOOP_BYTES:
         batches: list[list[M]] = []
         each_model_batch(body, fmt, cls, chunk, batches.append)

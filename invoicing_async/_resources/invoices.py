@@ -46,25 +46,12 @@ _REPLY_LIMIT = 2 * SYNC_FETCH_LIMIT
 
 @attrs.frozen
 class FetchedBatch:
-    """One sync-fetch reply as the sync engine takes it (what `SyncClient` returns): the
-    invoices as documents for a store (models are built only when asked for), the members
-    that could not be read (id when readable, and why), and the server's clock when it
-    answered (from `Date`; None when the server sent none)."""
+    """One sync-fetch reply as the sync engine takes it: the invoices as documents, the
+    members that could not be read (id when readable, and why), and the server's `Date`."""
 
     documents: builtins.list[InvoiceDocument]
     server_time: float | None
     unreadable: builtins.list[MemberError] = attrs.field(factory=list)
-
-    @classmethod
-    def of_invoices(
-        cls,
-        invoices: Iterable[Invoice],
-        server_time: float | None,
-        unreadable: builtins.list[MemberError] | None = None,
-    ) -> FetchedBatch:
-        """A batch of models (for sources that hold models, such as test doubles)."""
-        documents = [InvoiceDocument.of(invoice) for invoice in invoices]
-        return cls(documents=documents, server_time=server_time, unreadable=unreadable or [])
 
 
 class InvoicesResource(Resource):
@@ -81,12 +68,8 @@ class InvoicesResource(Resource):
         return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
 
     async def iter(self, filter: str | int | None = None) -> AsyncIterator[Invoice]:
-        """`list()` as an async iterator: ``async for invoice in client.invoices.iter():``.
-
-        One request, as `list()`; invoices are yielded as a worker thread decodes them, a
-        batch at a time, so the whole list never exists as models at once and the event
-        loop is never held up by the decoding.
-        """
+        """`list()` as an async iterator: ``async for invoice in client.invoices.iter():``; one
+        request, invoices decoded a batch at a time in a worker thread."""
         response = await self._transport.request("GET", _list_path(filter))
         async for invoice in iter_models(response.body, self._fmt, Invoice):
             yield invoice
@@ -226,12 +209,8 @@ class InvoicesResource(Resource):
     async def sync_fetch_ids(self, ids: Iterable[int | Invoice]) -> builtins.list[Invoice]:
         """Full invoices for `ids`: POST /invoices/sync_fetch_ids.xml, 100 ids a request.
 
-        Ids (or invoices, read again) are de-duplicated (first occurrence kept) and sent
-        in requests of at most 100, one after the other: ceil(unique ids / 100)
-        requests. Ids the service does not return (deleted meanwhile) are simply absent
-        from the result. An invoice that cannot be read raises `DecodeError` naming it
-        (the sync engine, through `fetch_batch`, sets such invoices aside instead).
-        """
+        Ids are de-duplicated and sent in ceil(unique ids / 100) requests; ids the service does
+        not return are absent from the result; an unreadable invoice raises `DecodeError`."""
         unique = list(dict.fromkeys(id_of(i, Invoice) for i in ids))
         invoices: builtins.list[Invoice] = []
         for start in range(0, len(unique), SYNC_FETCH_LIMIT):
@@ -243,11 +222,8 @@ class InvoicesResource(Resource):
         return invoices
 
     async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
-        """One sync-fetch request for at most 100 ids as the sync engine reads it:
-        documents for a store (no model is built until one is asked for), the members
-        that could not be read, and the server's time of the reply (the engine needs to
-        know when the invoices were read). A reply of more than twice as many members
-        as ids may be asked for is refused before anything is built."""
+        """One sync-fetch request for at most 100 ids as the sync engine reads it (`SyncFetch`);
+        a reply of more than twice as many members as ids is refused before anything is built."""
         if len(ids) > SYNC_FETCH_LIMIT:
             raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
         if not ids:
@@ -256,17 +232,11 @@ class InvoicesResource(Resource):
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
         documents, unreadable = await decode_off_loop(
-            functools.partial(load_invoice_documents, limit=_REPLY_LIMIT),
-            response.body,
-            self._fmt,
+            functools.partial(load_invoice_documents, limit=_REPLY_LIMIT), response.body, self._fmt
         )
         return FetchedBatch(
-            documents=documents,
-            server_time=server_time(response.headers),
-            unreadable=unreadable,
+            documents=documents, server_time=server_time(response.headers), unreadable=unreadable
         )
-
-    # -- helpers ---------------------------------------------------------------------------
 
     @staticmethod
     def _path(invoice: int | Invoice, action: str | None = None) -> str:

@@ -1,9 +1,5 @@
-"""`with_raw_response`: any operation's HTTP answer (status, headers, time) beside its model.
-
-Generated from the operations themselves, as openai-python wraps each method: the raw view
-runs the ordinary method on a copy of its resource whose transport records each response.
-Nothing of this runs on the ordinary path; the view exists only once asked for.
-"""
+"""`with_raw_response`: any operation's HTTP answer beside its model, generated from the
+operations themselves: a copy of the resource whose transport records each response."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The rules the specification states, checked before a request is spent on them.
-
-Each function returns the `FieldError`s the service would answer with (attribute names
-as on the wire), so a caller handles a client-side and a server-side 422 alike.
-"""
+"""The rules the specification states, checked before a request is spent on them: each
+function returns the `FieldError`s the service would answer with."""
 
 from __future__ import annotations
 
@@ -97,9 +94,8 @@ def check_invoice_changes(changes: Mapping[str, Any]) -> list[FieldError]:
 
 
 def check_send(send_method: str) -> list[FieldError]:
-    """Payload of spec 2.5: send_method one of email/hand/post. `email` and
-    `invoice_email` may be left out: the service then took the contact's address and the
-    profile's text (field notes), whatever the specification says."""
+    """Payload of spec 2.5: send_method one of email/hand/post (`email` and `invoice_email`
+    may be left out, as the service allowed)."""
     if send_method not in SEND_METHODS:
         return [
             FieldError(
@@ -164,9 +160,8 @@ def check_template_changes(changes: Mapping[str, Any], *, today: dt.date) -> lis
 
 
 def number_errors(value: Any, name: str = "") -> list[FieldError]:
-    """Numbers in an outgoing model, changes or parameters that are beyond the bounds the
-    decoders keep (`1e999999999` would be a gigabyte body): 64-bit integers, decimals
-    of bounded size and exponent. Named by their path (`details.price`)."""
+    """Numbers beyond the bounds the decoders keep (64-bit integers, decimals of bounded size
+    and exponent), named by their path (`details.price`)."""
     if isinstance(value, Decimal):
         why = decimal_out_of_bounds(value)
         return [] if why is None else [FieldError(name or None, why)]

@@ -25,16 +25,11 @@ class SyncEngine:
     """Mirror an account's invoices into a `Store` at the lowest request cost.
 
     A run lists once, diffs against the store, and fetches new and changed invoices in
-    batches of 100, `concurrency` at a time; each batch is committed in one transaction.
-    A run with N changed invoices costs 1 + ceil(N / 100) requests when nothing fails.
-    The one place where a sync run is assembled: plan, deletions, the fetch phase
-    (`fetch_phase`, which other consumers iterate too) and the pending plan.
+    batches of 100, `concurrency` at a time, each committed in one transaction: N changed
+    invoices cost 1 + ceil(N / 100) requests when nothing fails.
 
-    `progress=True` draws a `tqdm.auto` bar of each run (a widget in a notebook, text on
-    a terminal's stderr): invoices fetched, requests spent and the budget left, as the
-    `sync` command shows. `on_progress` gets the same counts after each batch, for a
-    display of your own.
-    """
+    `progress=True` draws a `tqdm.auto` bar of each run (invoices, requests, budget left);
+    `on_progress` gets the same counts after each batch."""
 
     def __init__(
         self,
@@ -198,11 +193,8 @@ class SyncEngine:
         return await self.store.apply_documents(fetched.documents)
 
     async def fetch(self, ids: list[int]) -> SyncReport:
-        """Fetch and store these invoices now, without a sync list (e.g. pushed ids).
-
-        Ids are de-duplicated and fetched in batches of 100: ceil(N/100) requests.
-        Ids the service no longer returns are left for the next full run to tombstone.
-        """
+        """Fetch and store these invoices now, without a sync list (e.g. pushed ids), in
+        batches of 100; ids the service no longer returns are left for the next full run."""
         started = time.monotonic()
         first_request = self.client.requests_sent
         unique = list(dict.fromkeys(ids))

@@ -1,7 +1,5 @@
-"""The fetch phase of a sync, one component for every consumer (`SyncEngine`, the dlt
-source): list and plan, then batches of 100 in flight, handed out one by one for the
-consumer to write, with the replies checked, unreadable invoices quarantined, missing ids
-retried a bounded number of times, and a clean stop when the budget is spent."""
+"""The fetch phase of a sync, one for every consumer (`SyncEngine`, the dlt source): batches
+of 100 in flight, handed out one by one, replies checked, unreadable invoices quarantined."""
 
 from __future__ import annotations
 
@@ -21,12 +19,7 @@ from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_s
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, write_outcome
-from invoicing_async.errors import (
-    APIConnectionError,
-    DecodeError,
-    RateLimitExceeded,
-    ServerError,
-)
+from invoicing_async.errors import APIConnectionError, DecodeError, RateLimitExceeded, ServerError
 
 __all__ = ["FetchPhase", "Fetched", "SyncSettings", "newest_of_requested", "unreadable_ids"]
 
@@ -48,22 +41,15 @@ class SyncSettings:
     clock: Callable[[], float] = time.time
 
     def read_too_early(self, revision: int | None, server_time: float | None) -> bool:
-        """True when the invoice was read within its revision's own second, so a later
-        change in that second would keep the same revision: it must be read again.
-
-        By the reply's `Date` when the server sent one; else within `recheck_within`
-        seconds of our own clock (which may differ from the server's).
-        """
+        """True when the invoice was read within its revision's own second (by the reply's `Date`,
+        else our clock within `recheck_within`): a later change would keep the revision."""
         read = revision or 0
         if server_time is not None:
             return read >= int(server_time)
         return abs(self.clock() - read) <= self.recheck_within
 
     async def plan(
-        self,
-        client: SyncClient,
-        stored: Mapping[int, int],
-        pending: Mapping[int, PendingEntry],
+        self, client: SyncClient, stored: Mapping[int, int], pending: Mapping[int, PendingEntry]
     ) -> SyncPlan:
         """One sync list (waiting for the budget if asked), diffed against `stored`."""
         while True:
@@ -115,10 +101,8 @@ def newest_of_requested(ids: list[int], reply: list[InvoiceDocument]) -> list[In
 def unreadable_ids(
     ids: list[int], returned: set[int | None], unreadable: list[MemberError]
 ) -> tuple[dict[int, str], list[int]]:
-    """({id: why} of the members that could not be read, ids neither returned nor
-    unreadable). A member whose id itself cannot be read (past 64 bits) is the id its
-    batch lacks when exactly as many ids are missing as members are nameless: the
-    service answers every id asked for, so those are they."""
+    """({id: why} of the members that could not be read, ids neither returned nor unreadable).
+    A member whose id cannot be read is the id its batch lacks, when the counts match."""
     asked = set(ids)
     named = {e.ident: e.error for e in unreadable if e.ident is not None and e.ident in asked}
     nameless = [e.error for e in unreadable if e.ident is None or e.ident not in asked]
@@ -131,22 +115,16 @@ def unreadable_ids(
 
 @attrs.frozen
 class Fetched:
-    """One checked sync-fetch reply, for the consumer to write: the invoices asked for
-    (the newest of an id sent twice), and `restored`, those the service took back to an
-    older revision than the consumer holds (its copy is the truth: write it over)."""
+    """One checked reply: the invoices asked for (the newest of an id sent twice), and
+    `restored`, those the service took back to an older revision (write them over)."""
 
     documents: list[InvoiceDocument]
     restored: list[int]
 
 
 class FetchPhase:
-    """One run's fetch phase: iterate `batches()` and write each batch before asking for
-    the next; `concurrency` requests stay in flight meanwhile. Close the iterator
-    (`contextlib.aclosing`) so that a consumer that stops cancels the requests.
-
-    Given only a client, the plan, the report it fills and the settings. What is left
-    (`remaining_plan`) is for the consumer to keep for the next run.
-    """
+    """One run's fetch phase: iterate `batches()` and write each batch before asking for the
+    next; close the iterator (`contextlib.aclosing`) to cancel the requests in flight."""
 
     def __init__(
         self,
@@ -224,9 +202,8 @@ class FetchPhase:
             await asyncio.gather(*workers, finished, return_exceptions=True)
 
     def quarantine(self, reasons: Mapping[int, str]) -> None:
-        """Invoices that cannot be read or kept ({id: why}): quarantined at once, named
-        with the reason, so they neither block their batch nor cost requests run after
-        run. Also for the consumer: an invoice its destination cannot hold."""
+        """Quarantine invoices that cannot be read or kept ({id: why}), so that they neither block
+        their batch nor cost requests run after run."""
         for ident, error in reasons.items():
             self.done += ident in self.entries  # not counted yet: never returned
             entry = self.entries.get(ident) or self.plan.pending.get(ident)

@@ -14,14 +14,8 @@ __all__ = ["store_dataframes"]
 
 
 async def store_dataframes(store: Store) -> tuple[pandas.DataFrame, pandas.DataFrame]:
-    """(invoices, lines) of every live invoice in `store`, typed as `invoices_dataframe`
-    and `details_dataframe` type them (money as Arrow decimals, dates as dates).
-
-    One function for every store: a store that can give its JSON documents
-    (`iter_documents`, as `SQLiteStore` and `PostgresStore`) is read without building a
-    model per invoice;
-    any other through `iter_invoices`.
-    """
+    """(invoices, lines) of every live invoice in `store`, typed as `invoices_dataframe` and
+    `details_dataframe` type them; read from JSON documents when the store has them."""
     iter_documents = getattr(store, "iter_documents", None)
     items: list[Any]
     if iter_documents is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from types import TracebackType
 
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync.store import BatchResult, PendingEntry, WriteOutcome, write_outcome
@@ -24,12 +23,7 @@ class MemoryStore:
     async def __aenter__(self) -> MemoryStore:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def revisions(self) -> dict[int, int]:

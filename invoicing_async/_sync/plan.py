@@ -21,12 +21,8 @@ def batches_for(ids: int) -> int:
 
 @attrs.frozen
 class SyncPlan:
-    """What a run will do: fetch `to_fetch` (in this order), tombstone `to_delete`.
-
-    `deletions_refused` says why deletions are held back (None when they go ahead).
-    `pending` is the plan to persist: every id to fetch, with its listed revision and
-    the attempts it already had.
-    """
+    """What a run will do: fetch `to_fetch` (in order), tombstone `to_delete`; `pending` is
+    the plan to persist, `deletions_refused` why deletions are held back (or None)."""
 
     listed: int
     to_fetch: list[int]
@@ -48,12 +44,8 @@ class SyncPlan:
 
 
 def _recheck(before: PendingEntry | None, listed: int, stored: int) -> bool:
-    """A stored invoice to fetch again although its revision did not grow.
-
-    Revisions are the Unix second of `updated_at`: an invoice fetched within that second
-    may change again under the same revision, so the engine leaves a pending entry at the
-    stored revision to have it fetched once more.
-    """
+    """A stored invoice to fetch again although its revision (a Unix second) did not grow:
+    it was fetched within that second and may have changed since."""
     return before is not None and not before.quarantined and before.revision == listed == stored
 
 
@@ -69,14 +61,9 @@ def plan_sync(
 ) -> SyncPlan:
     """Compare the sync list ({id: revision} or entries) with the stored revisions.
 
-    An id is fetched when it is new, its listed revision differs from the stored one
-    (lower: `regressed`, the service restored from a backup), or it was fetched within
-    its revision's own second (a pending entry at the stored revision). Ids quarantined
-    for the same revision are skipped until the revision changes or `quarantine_for`
-    seconds have passed since (`now` is the current Unix time); then they get one more
-    try.
-    Ids pending from an interrupted run go first, so a resumed run finishes them.
-    """
+    An id is fetched when new, listed at another revision (lower: `regressed`), or fetched
+    within its revision's second. Ids quarantined at the same revision are skipped for
+    `quarantine_for` seconds. Ids pending from an interrupted run go first."""
     listed_revisions: Mapping[int, int]
     if isinstance(listed, Mapping):
         listed_revisions = listed

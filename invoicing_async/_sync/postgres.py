@@ -1,17 +1,11 @@
-"""`PostgresStore`: many accounts' invoices in one PostgreSQL database.
-
-Rows are keyed by (account, id), so one database (and one connection pool) serves any
-number of accounts. Each call is one round trip where it can be: a batch is one
-``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` statement that also says which rows it
-created, updated or left alone as stale. Needs the ``[postgres]`` extra (psycopg 3).
-"""
+"""`PostgresStore`: many accounts' invoices in one PostgreSQL database, keyed by
+(account, id); a batch is one upsert statement. Needs the ``[postgres]`` extra."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
@@ -68,20 +62,14 @@ class PostgresStore:
     ``PostgresStore("postgresql://…", account="acme")`` makes and owns a pool;
     ``PostgresStore(pool, account="acme")`` uses a shared one (see `PostgresStore.connection_pool`)
     and leaves it open on `close()`. The schema is migrated on first use unless
-    ``migrate=False`` (then a database behind this package's schema is refused: run
-    `migrate` as a role that may create tables).
+    ``migrate=False``.
 
-    Documents are stored as ``jsonb``, so that SQL can query the mirror (see the SQL
-    mirror guide), and as the exact bytes the service sent in the ``raw`` column, which
-    is what the store reads back: jsonb rewrites numbers (``-0.0`` as ``0.0``, ``1E+2``
-    as ``100``) and cannot hold a NUL.
+    Documents are stored as ``jsonb`` (for SQL queries) and as the exact bytes the service
+    sent (``raw``, what is read back: jsonb rewrites numbers and cannot hold a NUL).
 
-    Timeouts (seconds): `timeout` bounds every call on the client side, since a stopped
-    or unreachable server answers nothing; `statement_timeout` (default 0.8 x `timeout`)
-    lets the server cancel a slow or blocked statement first, with a precise message;
-    `connect_timeout` bounds making a connection, `pool_timeout` waiting for one. They
-    apply to a pool the store makes; a shared pool keeps its own.
-    """
+    Timeouts (seconds): `timeout` bounds every call on the client side; `statement_timeout`
+    (default 0.8 x `timeout`) lets the server cancel a slow statement first; `connect_timeout`
+    and `pool_timeout` bound connecting and waiting for a connection (for a pool it makes)."""
 
     def __init__(
         self,
@@ -128,10 +116,8 @@ class PostgresStore:
     async def migrate(url: str, *, timeout: float = 60.0) -> list[int]:
         """Bring the schema of the database at `url` up to date; the versions applied.
 
-        For a deployment step (``invoicing-async db migrate``) run by a role that may create
-        tables, so that stores can then run with ``migrate=False`` and fewer privileges.
-        Safe from several processes at once; a newer database is refused (`StoreError`).
-        """
+        A deployment step (``invoicing-async db migrate``) for a role that may create tables;
+        safe from several processes at once; a newer database is refused (`StoreError`)."""
         applied = await migrations.migrate(url, [SCHEMA], timeout=timeout)
         return [m.version for m in applied]
 
@@ -145,15 +131,8 @@ class PostgresStore:
         await self.open()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # -- plumbing ---------------------------------------------------------------------------
 
     async def open(self) -> None:
         """Open the pool (when it is ours) and check or migrate the schema; done once."""
@@ -193,16 +172,9 @@ class PostgresStore:
         if self._owns_pool:
             await self._pool.close()
 
-    # -- reading ----------------------------------------------------------------------------
-
     async def revisions(self) -> SyncRevisions:
-        """Revision of every live invoice, read in pages of `REVISIONS_PAGE` by id.
-
-        One plain SELECT for an account of fewer invoices (no cursor, no transaction),
-        which also reads the pending plan: the next `pending()` call returns it without a
-        statement of its own. Rows come binary into two arrays of 64-bit integers, so a
-        million-invoice account costs ~16 MB here and never a million Python tuples.
-        """
+        """Revision of every live invoice, read in pages of `REVISIONS_PAGE` by id as two
+        binary arrays of 64-bit integers (a small account also reads its pending plan)."""
 
         async def read(conn: Conn) -> tuple[SyncRevisions, dict[int, PendingEntry]]:
             found = SyncRevisions()
@@ -335,14 +307,9 @@ class PostgresStore:
         self._pending_stored = bool(found)
         return found
 
-    # -- writing ----------------------------------------------------------------------------
-
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
-        """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL.
-
-        An id given twice is written once, as `write_outcome` picks between the two
-        (the later one of equal revisions), and reported once.
-        """
+        """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL (an id
+        given twice is written once, the later of equal revisions)."""
         latest: dict[int, InvoiceDocument] = {}
         for doc in documents:
             if doc.id is None:
@@ -390,9 +357,7 @@ class PostgresStore:
         return await self._call(write, "cannot write deletions to")
 
     async def save_pending(self, entries: Mapping[int, PendingEntry]) -> None:
-        """Replace the account's pending plan, in one statement; an empty plan where the
-        store holds none (read or written by this store: one run per account at a time)
-        writes nothing."""
+        """Replace the account's pending plan, in one statement (nothing when both are empty)."""
         rows = sorted(entries.values(), key=lambda e: e.id)
         if not rows and self._pending_stored is False:
             return
@@ -424,13 +389,9 @@ def _column(text: str | None) -> str | None:
     return None if text is None else text.replace("\x00", "\ufffd")
 
 
-# One statement a batch. All its parts see the table as it was before the statement, so
-# `before` holds each id's state then: an id that was a tombstone (revived) counts as
-# created, as SQLiteStore counts it. The upsert skips a row whose stored revision is
-# newer (unless it was a tombstone): such ids do not come back from `written`, and are
-# stale. Rows are inserted in id order so that concurrent batches lock
-# overlapping rows in one order and cannot deadlock. Documents come as bytes: kept as
-# they are in `raw` (what is read back), and made jsonb by the migration's function.
+# One statement a batch; `before` holds each id's state before it (a revived tombstone
+# counts as created). The upsert skips rows stored at a newer revision (stale). Rows go
+# in id order so that concurrent batches cannot deadlock. `raw` keeps the bytes as sent.
 UPSERT_BATCH = """
 WITH input AS (
     SELECT * FROM unnest(

@@ -1,10 +1,5 @@
-"""The sync's progress bar (`SyncEngine(progress=True)`, the commands' bar): tqdm, fed
-by the engine's progress callback.
-
-`tqdm.auto` draws a widget in notebooks (one line that updates, not a chunk of stderr
-per batch) and text elsewhere; on stderr it draws only on a terminal (redirected output
-gets no ``\r`` frames).
-"""
+"""The sync's progress bar: `tqdm.auto` (a widget in notebooks, text on a terminal's
+stderr, nothing when redirected), fed by the engine's progress callback."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""What the sync engine needs from a client: the `SyncClient` protocol.
-
-`InvoicingClient` satisfies it; engine tests satisfy it with an in-memory account, so
-planning, batching, quarantine and budget stops are tested without HTTP.
-"""
+"""What the sync engine needs from a client: the `SyncClient` protocol."""
 
 from __future__ import annotations
 
@@ -31,9 +27,7 @@ class InvoiceSource(Protocol):
 
 
 class SyncClient(Protocol):
-    """A client as `SyncEngine` sees it: the two operations, the budget, the request
-    count. `InvoicingClient` is one; implement it to sync from another source (a test
-    double, a replay of recorded replies)."""
+    """A client as `SyncEngine` sees it: the two operations, the budget, the request count."""
 
     @property
     def invoices(self) -> InvoiceSource: ...

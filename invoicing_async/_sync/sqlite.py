@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
 from typing import TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
@@ -60,12 +59,8 @@ def _executor() -> ThreadPoolExecutor:
 
 
 class SQLiteStore:
-    """Invoices in one SQLite file, created owner-only (0600).
-
-    Calls run in a thread of the stores' own bounded pool (never the loop's default one),
-    one at a time per store (SQLite has one writer). Use it as
-    ``async with SQLiteStore(path) as store`` or call `close()`.
-    """
+    """Invoices in one SQLite file, created owner-only (0600); calls run one at a time in a
+    thread of the stores' own pool. Use ``async with SQLiteStore(path)`` or `close()`."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
@@ -93,9 +88,8 @@ class SQLiteStore:
             raise
 
     def _prepare(self, busy_timeout: float) -> None:
-        """Check the version, set WAL and migrate. Processes opening one new file at once
-        can meet SQLITE_BUSY that SQLite reports without waiting (switching to WAL, or a
-        read upgrading to a write): those steps are tried again until `busy_timeout`."""
+        """Check the version, set WAL and migrate, retrying SQLITE_BUSY (processes opening one
+        new file at once) until `busy_timeout`."""
 
         def prepare() -> None:
             self._check_version()  # reads only: a file we cannot use is left as it is
@@ -182,18 +176,11 @@ class SQLiteStore:
     async def __aenter__(self) -> SQLiteStore:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def close(self) -> None:
         await self._run(self._db.close)
-
-    # -- reading ----------------------------------------------------------------------------
 
     async def revisions(self) -> dict[int, int]:
         def read() -> dict[int, int]:
@@ -272,8 +259,6 @@ class SQLiteStore:
             return {i: dt.datetime.fromisoformat(at) for i, at in rows}
 
         return await self._run(read)
-
-    # -- writing ----------------------------------------------------------------------------
 
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         now = dt.datetime.now(dt.timezone.utc).isoformat()

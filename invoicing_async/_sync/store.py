@@ -15,14 +15,7 @@ from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice
 
-__all__ = [
-    "BatchResult",
-    "PendingEntry",
-    "Store",
-    "WriteOutcome",
-    "read_stored",
-    "write_outcome",
-]
+__all__ = ["BatchResult", "PendingEntry", "Store", "WriteOutcome", "read_stored", "write_outcome"]
 
 logger = logging.getLogger("invoicing_async.sync")
 
@@ -31,24 +24,19 @@ WriteOutcome = Literal["created", "updated", "stale"]
 
 
 def write_outcome(fetched: int, stored: int | None, *, deleted: bool = False) -> WriteOutcome:
-    """The revision rule: whether a fetched invoice (at revision `fetched`) is written over
-    the store's copy (at `stored`, None when there is none; `deleted`: a tombstone).
+    """The revision rule: whether a fetched invoice (revision `fetched`) is written over the
+    store's copy (`stored`, None when absent; `deleted`: a tombstone).
 
-    An older revision never overwrites; an equal revision does, as revisions are whole
-    seconds and a later fetch of the same second may hold a later change. A tombstoned
-    invoice fetched again is created anew. `MemoryStore` and `SQLiteStore` call this;
-    `PostgresStore` says the same in SQL (`UPSERT_BATCH`), and a test holds them equal.
-    """
+    Older never overwrites; equal does (a later fetch of the same second may hold a later
+    change); a tombstoned invoice comes back. `UPSERT_BATCH` says the same in SQL."""
     if stored is None or deleted:
         return "created"
     return "updated" if fetched >= stored else "stale"
 
 
 def read_stored(rows: Iterable[tuple[int, bytes]], *, wanted: int | None = None) -> list[Invoice]:
-    """Stored documents (id, document) read back as models. One that cannot be read (a
-    store written by an older version, a hand-edited row) is skipped with a warning, so
-    it never fails the others; when it is the one `wanted` (`get`), `DecodeError`
-    names it."""
+    """Stored documents (id, document) read back as models; one that cannot be read is
+    skipped with a warning, or, when it is the one `wanted`, `DecodeError` names it."""
     invoices: list[Invoice] = []
     for ident, document in rows:
         try:
@@ -72,9 +60,8 @@ class BatchResult:
 
 @attrs.frozen
 class PendingEntry:
-    """An id the engine has planned to fetch, as a store keeps it between runs (the plan
-    survives a crash): its listed revision, fetch attempts so far, and whether (and since
-    when) it is quarantined."""
+    """An id planned to fetch, as a store keeps it between runs: its listed revision, fetch
+    attempts so far, and whether (and since when) it is quarantined."""
 
     id: int
     revision: int
@@ -86,18 +73,11 @@ class PendingEntry:
 @runtime_checkable
 class Store(Protocol):
     """A local copy of an account's invoices, with their revisions and the pending plan:
-    what `SyncEngine` writes to. Implement it to keep invoices elsewhere.
-
-    Every method that writes commits before it returns: a batch (invoices and their
-    revisions) in one transaction, so a crash leaves either all of it or none.
-    """
+    what `SyncEngine` writes to. Every write commits before it returns (a batch atomically)."""
 
     async def revisions(self) -> Mapping[int, int]:
-        """Revision of every live (not deleted) invoice, by id.
-
-        A mapping, not necessarily a dict: a large store returns the compact
-        `SyncRevisions` (two arrays of 64-bit integers) instead of a million-entry dict.
-        """
+        """Revision of every live invoice, by id (a mapping; a large store returns the compact
+        `SyncRevisions`)."""
         ...
 
     async def get(self, invoice_id: int) -> Invoice | None:
@@ -109,13 +89,8 @@ class Store(Protocol):
         ...
 
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
-        """Write fetched invoices, each as `write_outcome` says (an older revision never
-        overwrites a newer one; an equal one does).
-
-        Each `InvoiceDocument` holds the invoice's columns and its JSON document (what a
-        store of documents keeps, written as it is); a store that keeps models calls
-        `document.model()`, which decodes each invoice once.
-        """
+        """Write fetched invoices, each as `write_outcome` says; a store that keeps models calls
+        `document.model()`."""
         ...
 
     async def apply_deletions(self, ids: Iterable[int], at: dt.datetime) -> int:

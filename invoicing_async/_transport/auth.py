@@ -1,8 +1,5 @@
-"""The two authorization methods of the service: HTTP Basic and OAuth 1.0a (HMAC-SHA1).
-
-Both produce the headers of one request at send time, so that a request re-sent to
-another URL (the https upgrade) is signed again. Secrets never appear in `repr`.
-"""
+"""The two authorization methods of the service: HTTP Basic and OAuth 1.0a (HMAC-SHA1),
+producing each request's headers at send time; secrets never appear in `repr`."""
 
 from __future__ import annotations
 
@@ -80,10 +77,7 @@ class OAuth1Auth:
         signed_body = body.decode("utf-8") if form and body is not None else None
         headers = {"Content-Type": FORM_CONTENT_TYPE} if form else {}
         _uri, signed, _body = client.sign(
-            url,
-            http_method=typing.cast(Any, method.upper()),
-            body=signed_body,
-            headers=headers,
+            url, http_method=typing.cast(Any, method.upper()), body=signed_body, headers=headers
         )
         return {"Authorization": signed["Authorization"]}
 

@@ -35,10 +35,8 @@ class EnvironmentSettings:
 
 
 def auth_from_env(environ: Mapping[str, str] | None = None, *, prefix: str = PREFIX) -> Auth:
-    """`OAuth1Auth` when the OAuth variables are set, `BasicAuth` when the Basic ones are.
-
-    Both, or neither, or half of a set, is a `ConfigurationError` naming the variables.
-    """
+    """`OAuth1Auth` or `BasicAuth`, by which variables are set; both, neither or half a set is
+    a `ConfigurationError` naming the variables."""
     env = os.environ if environ is None else environ
     oauth = {name: env.get(prefix + name) for name in _OAUTH}
     basic = {name: env.get(prefix + name) for name in ("USERNAME", "PASSWORD")}

@@ -1,9 +1,5 @@
-"""From an aiohttp exception to the error callers see. Pure: no I/O.
-
-The error says what failed and whether a connection was opened (which decides whether a
-POST may be retried). The aiohttp exception becomes its `__cause__`, except those that
-carry the request's headers (Authorization included) in their repr.
-"""
+"""From an aiohttp exception to the error callers see (pure): what failed and whether a
+connection was opened; the cause is dropped when its repr carries the request's headers."""
 
 from __future__ import annotations
 

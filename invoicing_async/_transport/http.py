@@ -1,7 +1,5 @@
-"""The session wrapper every request goes through: auth, budget, retries, redirects,
-error mapping and logging around one `Sender`. The decisions live in pure modules
-(`urls`, `redirects`, `failures`, `response`, `retry`, `budget`); the I/O in `sender`.
-"""
+"""The session wrapper every request goes through: auth, budget, retries, redirects, error
+mapping and logging around one `Sender` (the decisions live in pure modules)."""
 
 from __future__ import annotations
 
@@ -131,8 +129,6 @@ class HTTPTransport:
         # After the service upgraded us from http to https, go there directly.
         self._origin = self.base_url
 
-    # -- lifecycle ---------------------------------------------------------------------
-
     @property
     def is_closed(self) -> bool:
         """True once `close()` ran: the transport sends nothing more."""
@@ -159,8 +155,6 @@ class HTTPTransport:
         """`/invoices.xml` -> `https://host/api/v1.0/invoices.xml` (path already escaped)."""
         return endpoint_url(self._origin, self.api_prefix, path)
 
-    # -- requests ----------------------------------------------------------------------
-
     def request(
         self,
         method: str,
@@ -172,16 +166,9 @@ class HTTPTransport:
     ) -> Coroutine[Any, Any, Response]:
         """Send one API call with retries; returns the 2xx response or raises its error.
 
-        `idempotent` marks a PUT that may be repeated after a 5xx or a lost answer (it
-        only sets attributes); other methods are judged by their name (`retry`).
-
-        With a `deadline`, the whole call (budget wait, every attempt and backoff) ends in
-        `APITimeoutError` when it runs out; a budget wait longer than what is left fails at
-        once with `RateLimitExceeded`, as `max_wait` does.
-
-        Returns the coroutine of the way the call goes (traced, within a deadline, or
-        plain) rather than awaiting it in one more frame.
-        """
+        `idempotent` marks a PUT that may be repeated (it only sets attributes). With a
+        `deadline`, the whole call ends in `APITimeoutError` when it runs out, and a budget wait
+        longer than what is left fails at once with `RateLimitExceeded`."""
         opts = options or self.options
         if _telemetry.tracing():  # False at once without a configured OpenTelemetry
             return _telemetry.traced_request(
@@ -356,8 +343,7 @@ class HTTPTransport:
             try:
                 raw = await self.sender.send(request)
             except SendError as failure:
-                # A request that never connected never reached the server: its unit
-                # comes back.
+                # A request that never connected never reached the server: unit back.
                 await spender.settle(permit, sent=failure.connected)
                 if reporting:
                     elapsed = asyncio.get_running_loop().time() - started

@@ -1,9 +1,5 @@
-"""Which redirects the client follows, and how. Pure: from status and Location to a decision.
-
-Only the service's own http -> https upgrade on the same host and port is expected, so
-anything that would carry the Authorization header elsewhere is refused: another host,
-another port, a downgrade to http, credentials in the URL, a loop, too many hops.
-"""
+"""Which redirects the client follows (pure): only the service's http -> https upgrade on
+the same host and port; anything that would carry Authorization elsewhere is refused."""
 
 from __future__ import annotations
 
@@ -42,10 +38,7 @@ def next_hop(
     *,
     seen: frozenset[str],
 ) -> Redirect | None:
-    """The request to send after `status`, or None when it is not a redirect to follow.
-
-    `seen` holds the URLs already requested in this chain (loop detection).
-    """
+    """The request to send after `status`, or None; `seen`: the URLs of this chain so far."""
     if status not in REDIRECT_STATUSES or not location:
         return None
     if len(seen) > MAX_REDIRECTS:

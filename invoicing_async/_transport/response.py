@@ -67,11 +67,8 @@ def _header_int(headers: Headers, name: str) -> int | None:
 
 
 def rate_headers(headers: Headers) -> tuple[int | None, int | None]:
-    """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), read case-insensitively.
-
-    A value that is no count (negative, or not a number) is unknown: the budget must not
-    stop for two periods on a proxy's garbage.
-    """
+    """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), case-insensitive; a value that is no
+    count is unknown (a proxy's garbage must not stop the budget)."""
     ci = headers if headers.__class__ is CIMultiDictProxy else _case_insensitive(headers)
     limit = _count(ci.get("X-RateLimit-Limit"))
     remaining = _count(ci.get("X-RateLimit-Remaining"))
@@ -136,10 +133,7 @@ def error_for(
     url: str,
     retry_after: float | None = None,
 ) -> HTTPStatusError | None:
-    """The exception a response stands for, or None for 2xx.
-
-    `retry_after` is the budget's estimate, used for `RateLimitExceeded`.
-    """
+    """The exception a response stands for, or None for 2xx (`retry_after`: the budget's)."""
     if 200 <= status < 300:
         return None
 

@@ -1,12 +1,8 @@
 """When and how long to wait before trying a failed request again.
 
-Only what is safe to repeat is repeated. GET (no effect), DELETE (a repeat finds the
-invoice gone: a 404 on a retried DELETE counts as done) and a PUT that only sets
-attributes (its caller says so: sent twice, the values are the same) are retried after
-connection errors, timeouts and 500/502/503/504. Any other PUT, and every POST, is
-retried only when the connection could not be opened at all: a PUT that adds a line,
-sends an invoice or a reminder, answered after our timeout, would otherwise act twice.
-"""
+Only what is safe to repeat is: GET, DELETE (a 404 on a retry counts as done) and a PUT
+that only sets attributes, after connection errors, timeouts and 500/502/503/504. Other
+PUTs and every POST are retried only when the connection could not be opened at all."""
 
 from __future__ import annotations
 
@@ -30,11 +26,8 @@ def is_repeatable(method: str, *, idempotent: bool = False) -> bool:
 
 @attrs.frozen
 class RetryPolicy:
-    """Exponential backoff with full jitter, capped in attempts and in total time.
-
-    `attempts` counts the first try: `attempts=1` disables retries. The delay before
-    retry n (1-based) is uniform in [0, min(max_delay, base_delay * 2**(n-1))].
-    """
+    """Exponential backoff with full jitter, capped in attempts (the first try included) and
+    total time: retry n waits uniform in [0, min(max_delay, base_delay * 2**(n-1))]."""
 
     attempts: int = attrs.field(default=4, validator=attrs.validators.ge(1))
     base_delay: float = 0.5

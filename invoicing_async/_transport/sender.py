@@ -1,9 +1,5 @@
-"""The one step that does I/O: send a prepared request, return status, headers and body.
-
-`HTTPTransport` does everything else (auth, budget, retries, redirects, error mapping)
-around a `Sender`; tests replace it with `invoicing_async.testing.MockSender`, as httpx's
-`MockTransport`, to run operations in memory.
-"""
+"""The one step that does I/O: send a prepared request, return status, headers and body
+(tests replace it with `invoicing_async.testing.MockSender`)."""
 
 from __future__ import annotations
 
@@ -154,9 +150,8 @@ _NO_PROXY: _Proxy = (None, None)
 
 
 def env_proxy(url: URL) -> _Proxy:
-    """The proxy the environment gives `url` (`HTTPS_PROXY` or `HTTP_PROXY` by its scheme,
-    lower case too; none for a host `NO_PROXY` names), as aiohttp's `trust_env` reads it;
-    credentials in the proxy's URL become its `Proxy-Authorization` header."""
+    """The proxy the environment gives `url`, as aiohttp's `trust_env` reads it; credentials
+    in the proxy's URL become its `Proxy-Authorization` header."""
     proxies = urllib.request.getproxies()
     proxy = proxies.get(url.scheme)
     if not proxy or (url.host is not None and urllib.request.proxy_bypass(url.host)):
@@ -169,13 +164,8 @@ def env_proxy(url: URL) -> _Proxy:
 
 
 async def _session_keeper(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
-    """An async generator that closes `session` when it is finalized.
-
-    The loop finalizes async generators when they are garbage collected (a client dropped
-    without `aclose()`, as when a notebook cell runs again) and when `asyncio.run` shuts
-    down: either way the session is closed on its own loop, with no "Unclosed client
-    session" warnings.
-    """
+    """An async generator that closes `session` on its own loop when finalized (a client
+    dropped without `aclose()`, or `asyncio.run` shutting down)."""
     try:
         yield
     finally:

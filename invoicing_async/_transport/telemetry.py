@@ -1,18 +1,7 @@
-"""Requests in OpenTelemetry: a CLIENT span per API call and the standard
-`http.client.request.duration` histogram per HTTP request sent.
-
-The call's span follows the HTTP client semantic conventions (named by the method;
-`http.request.method`, `url.full`, `server.address`, `server.port`,
-`http.response.status_code`, `error.type`, `http.request.resend_count`). What happened
-before each send is told as span events: `invoicing.budget.wait` (seconds spent waiting
-for the budget before the first send), `http.retry` and `http.redirect` (a send after
-another, with the seconds between them: backoff and budget together). The sends are
-seen by wrapping the transport's `Sender` on its first traced call; the transport is
-known by what a traced call needs of it (`Traceable`).
-
-`HTTPTransport.request` calls `tracing()` once per call: without OpenTelemetry, or with
-no provider configured, it answers False and nothing else happens.
-"""
+"""Requests in OpenTelemetry: a CLIENT span per API call (HTTP client semantic conventions;
+budget waits, retries and redirects as span events) and the standard
+`http.client.request.duration` histogram per request sent. Without a configured
+provider `tracing()` answers False and nothing else happens."""
 
 from __future__ import annotations
 

@@ -23,10 +23,8 @@ def is_loopback(host: str) -> bool:
 
 
 def validate_base_url(base_url: str | URL) -> URL:
-    """The account's host as a URL; refuses http (but for loopback) and embedded credentials.
-
-    Messages never repeat a password given in the URL.
-    """
+    """The account's host as a URL; refuses http (but for loopback) and embedded credentials,
+    never repeating a password given in the URL."""
     url = URL(base_url)
     shown = url.with_user(None).with_password(None) if url.user or url.password else url
     if url.scheme not in ("https", "http") or not url.host:

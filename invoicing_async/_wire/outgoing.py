@@ -1,9 +1,5 @@
-"""What a request body may not carry: values that would be sent wrong or not at all.
-
-A float is not exact money; NaN and infinity are no amounts; a naive datetime has no
-point in time; XML 1.0 forbids most control characters and both formats refuse lone
-surrogates. Found before sending, named by their path in the body.
-"""
+"""What a request body may not carry (floats, NaN, naive datetimes, characters XML 1.0
+forbids, lone surrogates): found before sending, named by their path in the body."""
 
 from __future__ import annotations
 

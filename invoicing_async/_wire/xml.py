@@ -1,12 +1,9 @@
 """Rails-style XML: `to_xml` documents in, `Hash.from_xml`-readable documents out.
 
-Decoding follows the field notes: the `type` attribute types a scalar (an unknown type
-means string), `nil="true"` is None, an empty element is "", and only `type="array"`
-makes a list, whatever the number of members (repeated untyped siblings also make one,
-as Rails reads them). Document type and entity declarations are refused. It runs on
-pyexpat directly (`XmlReader`, fed in slices, members handed on as they close); encoding
-stays on xmltodict, which writes the small request bodies well.
-"""
+Decoding follows the field notes: `type` types a scalar (unknown means string),
+`nil="true"` is None, an empty element is "", and `type="array"` (or repeated untyped
+siblings) makes a list. Declarations are refused. Read by `XmlReader` on pyexpat;
+encoded by xmltodict."""
 
 from __future__ import annotations
 
@@ -82,14 +79,9 @@ def decode_xml_members(
     *,
     judge_members: bool = False,
 ) -> str:
-    """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`.
-
-    The whole tree is never built, so a list of a million members costs only what
-    `on_member` keeps. `on_root` sees the root name before the first member is decoded
-    (and may raise to refuse the document). Returns the root name. `judge_members`: a
-    member with a value that cannot be decoded, or nested deeper than `MAX_DEPTH`, is
-    handed on as a `BadMember` (without it, either refuses the document).
-    """
+    """Stream a list document: hand each member (decoded like `decode_xml`) to `on_member`,
+    never building the whole tree; the root name. `on_root` and `judge_members` as in
+    `XmlReader`."""
 
     raw, encoding = _raw(body)
     reader = XmlReader(
@@ -114,14 +106,9 @@ _SLICE = 256 * 1024
 def encode_xml(
     root: str, data: Mapping[str, Any] | list[Any] | PlainList, *, pretty: bool = False
 ) -> bytes:
-    """Encode a tree of Python values as a Rails-readable document.
-
-    Scalars get `type` attributes (integer, decimal, boolean, date, datetime), None
-    becomes `nil="true"`, lists become `type="array"` collections whose members are
-    named by `member_name`. A list given as `data` makes a list document
-    (`<invoices type="array">`); a `PlainList` repeats its members without
-    `type="array"` (`<errors><error>…</error><error>…</error></errors>`).
-    """
+    """Encode a tree of Python values as a Rails-readable document: typed scalars, None as
+    `nil="true"`, lists as `type="array"` collections of `member_name` members (a `PlainList`
+    without `type="array"`)."""
     tree: dict[str, Any]
     if isinstance(data, PlainList):
         tree = {root: _node(data, root)}

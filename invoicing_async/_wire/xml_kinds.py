@@ -140,10 +140,8 @@ def repeat(kids: dict[str, Any], repeated: set[str] | None, name: str, value: An
 
 
 class ElementCount:
-    """The `MAX_ELEMENTS` limit, counted from the bytes as they are fed, before they are
-    parsed: a flood of tiny elements is refused before it is built, at no cost per
-    element. "<" minus "</" counts every start tag (and comment or processing
-    instruction: an upper bound)."""
+    """The `MAX_ELEMENTS` limit, counted from the bytes before they are parsed ("<" minus "</":
+    an upper bound of the start tags), so a flood of tiny elements is never built."""
 
     __slots__ = ("_open", "count")
 
@@ -240,9 +238,8 @@ def first_failure(value: Any, path: tuple[str, ...] = ()) -> tuple[str, DecodeEr
 
 
 class BadMember:
-    """A list member holding a value that could not be decoded, handed on in its place
-    by a reader that judges each member on its own: the member as far as it was read
-    (for its id), where the bad value is, and why."""
+    """A list member holding a value that could not be decoded, handed on in its place: the
+    member as far as it was read (for its id), where the bad value is, and why."""
 
     __slots__ = ("error", "path", "value")
 

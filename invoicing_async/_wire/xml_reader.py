@@ -1,14 +1,8 @@
 """Rails XML decoded straight from pyexpat events, fed in chunks of any size.
 
-A closure per element start and end, over a few local variables: the open element's kind
-(a scalar parser, plain, array or nil), its children by name; text goes straight into a
-list (no Python call per text). An element without children, most of them, never touches
-the stack. Nothing is built for
-what the result drops (the children of a typed scalar or of a nil element are never
-decoded), and a list document can hand its members on as each one closes, so the tree
-of the whole list never exists. The values are those xmltodict + the former converter
-gave: see `xml.py` for the rules.
-"""
+A closure per element start and end over a few locals; text goes straight into a list,
+an element without children never touches the stack, nothing is built for what the
+result drops, and a list hands its members on as each closes. Rules: see `xml.py`."""
 
 from __future__ import annotations
 
@@ -50,17 +44,11 @@ def xml_error_text(exc: ExpatError) -> str:
 class XmlReader:
     """An incremental decoder: `feed(chunk)` bytes as they arrive, then `close()`.
 
-    With `members=True` the document is a list: each child of the root is decoded on its
-    own and returned by the `feed` or `close` call that completed it, never attached to
-    a tree (`on_root` sees the root name as the first member starts, and may raise).
-    Otherwise `close()` leaves the whole document in `value`. `root` is the root name.
-    Every failure is a `DecodeError`; the reader is then unusable. With `judge_members`,
-    a member holding a value that cannot be decoded (a bad `type="datetime"`) is handed on
-    as a `BadMember` instead, and reading goes on: its neighbours are not its fault. So
-    is a member nested deeper than `MAX_DEPTH`: the field holding the deep part is
-    skipped (counted, never built) and stands as its failure. Unjudged, such a member
-    refuses the document, as the JSON list route refuses it.
-    """
+    With `members=True` each child of the root is decoded on its own and returned by the
+    call that completed it (`on_root` sees the root name first, and may raise); otherwise
+    `close()` leaves the document in `value`. Every failure is a `DecodeError`. With
+    `judge_members`, a member with a bad value or nested deeper than `MAX_DEPTH` is handed
+    on as a `BadMember` instead (unjudged, it refuses the document)."""
 
     def __init__(
         self,
@@ -137,21 +125,17 @@ class XmlReader:
         push, pop = stack.append, stack.pop
         emit = self._ready.append
         types_get = reader_types().get
-        # Text goes straight into `texts` (bound `list.append` is the expat handler: no
-        # Python call per text); each start and end takes what is there as the text of
-        # the element it belongs to, or drops it.
+        # Text goes straight into `texts`; each start and end takes it as the text of the element
+        # it belongs to, or drops it.
         texts: list[str] = []
         clear = texts.clear
-        # The innermost open element that has children (TOP before the root): its kind,
-        # children by name (None until the first closes), its own text (a scalar's only:
-        # None or a list of pieces) and the names of its repeated children. The elements
-        # around it wait on `stack`.
+        # The innermost open element with children (TOP before the root): its kind, children by
+        # name, its own text and its repeated children's names; those around it wait on `stack`.
         kind: Any = TOP
         kids: dict[str, Any] | None = None
         text: list[str] | None = None
         repeated: set[str] | None = None
-        # The open element inside it while it has no child (most elements never have one:
-        # they are decoded without touching the stack): its kind, None when there is none.
+        # The open element inside it while it has no child: its kind, or None.
         leaf: Any = None
         emitted = False  # members mode: a member was handed on
         judge = self._judge_members
@@ -195,9 +179,8 @@ class XmlReader:
             else:
                 leaf = SKIP  # inside a scalar or nil element: dropped, never decoded
 
-        # A judged member nested deeper than `MAX_DEPTH`: the field of it holding the deep
-        # part is skipped (its elements counted, never built) and stands as a `Failed`,
-        # then the member is read on, so its id is found wherever it is.
+        # A judged member nested deeper than `MAX_DEPTH`: its deep field is skipped (counted,
+        # never built) and stands as a `Failed`; the member is read on for its id.
         skipped = 0  # elements open in the field being skipped
 
         def overflow() -> None:

@@ -1,20 +1,11 @@
 """The sync list's fast path: `<invoice><id type="integer">…</id><revision type="integer">…`
 into two integer arrays, with one small handler and C for the rest.
 
-A sync list is the one response whose size grows with the whole account (a million
-invoices is 80 MB), and it has one shape. Only element starts run Python here, and only
-to classify: a member (no attributes) or a typed-integer leaf. Texts and end tags go
-straight into one list (bound `list.append` as the expat handler), and the shape is
-checked afterwards with slices and counts: per member exactly a member start, an `id`
-leaf holding ASCII digits, a `revision` leaf holding ASCII digits, the member's end.
-Anything else (another element, attribute, text, a comment, a refused declaration, a
-malformed document) gives up, and the caller decodes the body with `XmlReader`, which
-gives the same pairs for this shape and the right error for any other.
-
-Why the checks suffice: a text and an end name are both `str`, but an XML name never
-starts with an ASCII digit, so a digits-only entry is a text; buffered text arrives in one
-piece per run between two tags, so the entry after it is the leaf's end tag.
-"""
+Only element starts run Python, to classify (a member, or a typed-integer leaf); texts and
+end tags go straight into one list, and the shape is checked afterwards with slices and
+counts. Anything else gives up and the caller decodes the body with `XmlReader`. (An XML
+name never starts with a digit, so a digits-only entry is a text; buffered text arrives in
+one piece between two tags.)"""
 
 from __future__ import annotations
 

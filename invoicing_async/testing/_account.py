@@ -108,8 +108,6 @@ class Account(TemplateOperations):
         self._due: list[tuple[dt.date, int]] = []  # (due date, invoice id) of open invoices
         self.requests_total = 0
 
-    # -- bookkeeping --------------------------------------------------------------------
-
     def session(self) -> CurrentSession:
         return CurrentSession(
             id=self.user_id,
@@ -149,8 +147,6 @@ class Account(TemplateOperations):
         self.pushes.append(event)
         if self.on_state_change is not None:
             self.on_state_change(self, event)
-
-    # -- ids and numbers, for this account and its generator ------------------------------
 
     def next_invoice_id(self) -> int:
         return next(self._ids)
@@ -194,8 +190,6 @@ class Account(TemplateOperations):
         compute_invoice_totals(invoice, self.tax_rates)
         if invoice.invoice_date is not None:
             invoice.days_open = (self.clock.today() - invoice.invoice_date).days
-
-    # -- invoices -------------------------------------------------------------------------
 
     def create_invoice(self, data: Invoice) -> Invoice:
         errors = invoice_errors(data, self.contacts, self.tax_rates)
@@ -281,9 +275,8 @@ class Account(TemplateOperations):
         return invoice.email or f"invoice-{invoice.id}@example.com"
 
     def send_invoice(self, ident: int, payload: Mapping[str, Any], *, reminder: bool) -> Invoice:
-        """Send or remind. Left out, `email` is the contact's address and `invoice_email`
-        the profile's text, as the service took them (field notes); only the method is
-        required."""
+        """Send or remind; only the method is required (the service fills in the contact's address
+        and the profile's text)."""
         invoice = self.get_invoice(ident)
         errors = []
         method = payload.get("send_method")

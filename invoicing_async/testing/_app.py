@@ -211,10 +211,8 @@ _NOT_IN_API = re.compile(
 
 
 def _route(path: str, method: str) -> tuple[Handler | None, dict[str, str], int]:
-    """(handler, params, status if no handler): 404 unknown, 406 not in API, 501 method.
-
-    HEAD is served by the GET handler (the body is left out when sending), as Rails did.
-    """
+    """(handler, params, status if no handler): 404 unknown, 406 not in API, 501 method;
+    HEAD is served by the GET handler, as Rails did."""
     for pattern, methods in ROUTES:
         match = pattern.fullmatch(path)
         if match:

@@ -7,10 +7,8 @@ import time
 
 
 class FakeClock:
-    """Wall-clock time plus an offset the test moves with `advance` or `set`.
-
-    `monotonic()` moves with it, so the fake service's rate window follows the same time.
-    """
+    """Wall-clock time plus an offset the test moves with `advance` or `set` (`monotonic()`
+    too, so the fake service's rate window follows it)."""
 
     def __init__(self, start: dt.datetime | None = None, *, frozen: bool = False) -> None:
         self._frozen = frozen

@@ -1,11 +1,5 @@
-"""The fake service's invoice documents: each encoded once per format, kept until it changes.
-
-A list document is its members' documents between the list's opening and closing, so a
-list is written from the kept members, piece by piece (`list_chunks`), as it is sent.
-An entry is valid for one invoice object at one change stamp: every change an `Account`
-makes calls `changed` (revisions are whole seconds, so two changes within one second
-share a revision and cannot tell them apart).
-"""
+"""The fake service's invoice documents: each encoded once per format and change stamp, a
+list written piece by piece from its kept members (`list_chunks`)."""
 
 from __future__ import annotations
 

@@ -46,10 +46,8 @@ _METHODS = ["bank_transfer", "ideal", "paypal", "creditcard", "cash"]
 
 
 def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
-    """Add `count` invoices (5 lines each; drafts, open, late and paid ones) to `account`.
-
-    Values come from small pools, so large accounts share most objects and stay light.
-    """
+    """Add `count` invoices (5 lines each; drafts, open, late and paid ones) to `account`,
+    from small pools of values, so large accounts stay light."""
     rng = random.Random(seed)
     today = account.clock.today()
     # Never in the future: before 09:00 UTC today's invoices would otherwise be "changed

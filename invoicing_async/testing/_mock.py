@@ -1,7 +1,5 @@
 """`MockSender`: answer a client's requests from a function, in memory (as httpx's
-`MockTransport`). Everything but the socket runs for real: auth headers, budget, retries,
-redirects, error mapping and decoding.
-"""
+`MockTransport`); everything but the socket runs for real."""
 
 from __future__ import annotations
 
@@ -26,11 +24,8 @@ def mock_response(
 
 
 class MockSender:
-    """Sends nothing: calls `handler(request)` and returns its response.
-
-    `requests` keeps every request the client sent (headers included), in order. A
-    handler may raise `SendError` to act out a connection failure.
-    """
+    """Sends nothing: calls `handler(request)` (which may raise `SendError`) and returns its
+    response; `requests` keeps every request sent, in order."""
 
     def __init__(self, handler: Handler) -> None:
         self.handler = handler

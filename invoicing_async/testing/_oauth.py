@@ -78,11 +78,8 @@ class _Validator(oauth1.RequestValidator):
 
 
 class OAuth1Verifier:
-    """One consumer (the application) and an access token per account.
-
-    `verify` returns the username of the account whose token signed a request, or None
-    for any bad signature, unknown key or token, stale timestamp or replayed nonce.
-    """
+    """One consumer and an access token per account; `verify` returns the username whose
+    token signed a request, or None for any bad, stale or replayed one."""
 
     def __init__(self, *, wall_clock: Callable[[], float] = time.time) -> None:
         self.consumer_key = _key()
@@ -107,11 +104,8 @@ class OAuth1Verifier:
         raise KeyError(f"no OAuth token for {username!r}")
 
     def first_use(self, client_key: str, timestamp: str, nonce: str, token: str | None) -> bool:
-        """Record a nonce; False when it was seen with the same timestamp, key and token.
-
-        Nonces older than oauthlib's timestamp window are forgotten: a request that old
-        is refused for its timestamp anyway, so the memory stays bounded.
-        """
+        """Record a nonce; False when seen with the same timestamp, key and token (nonces past
+        the timestamp window are forgotten)."""
         oldest = int(self._wall_clock()) - self._validator.timestamp_lifetime
         if len(self._nonces) > 1000:
             self._nonces = {k: ts for k, ts in self._nonces.items() if ts >= oldest}

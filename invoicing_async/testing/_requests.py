@@ -38,10 +38,8 @@ def parse_body(body: bytes, fmt: Format, root: str) -> dict[str, Any]:
 
 
 def parse_changes(raw: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
-    """Writable attributes present in `raw`, typed, by attribute name.
-
-    Collections become lists of such dicts (a line update names only what changes).
-    """
+    """Writable attributes present in `raw`, typed, by attribute name (collections as lists
+    of such dicts)."""
     lookup: dict[str, FieldSpec] = {}
     for spec in field_specs(cls):
         for key in {spec.name, spec.wire, spec.request}:

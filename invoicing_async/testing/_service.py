@@ -8,7 +8,6 @@ import logging
 import os
 import secrets
 import ssl
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -33,9 +32,8 @@ logger = logging.getLogger("invoicing_async.testing")
 
 @functools.cache
 def loopback_tls() -> tuple[trustme.CA, ssl.SSLContext, ssl.SSLContext]:
-    """The throwaway CA, a server context with its certificate for the loopback names, and a
-    client context trusting it: made once per process and shared by every fake service,
-    since making them costs more than starting a server (test suites start hundreds)."""
+    """The throwaway CA, a server context for the loopback names and a client context
+    trusting it: made once per process (it costs more than starting a server)."""
     ca = trustme.CA()
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1", "localhost", "::1").configure_cert(server)
@@ -47,15 +45,12 @@ def loopback_tls() -> tuple[trustme.CA, ssl.SSLContext, ssl.SSLContext]:
 class FakeInvoicingService:
     """The Invoicing Service API v1.0 on loopback, for tests, the demo and benchmarks.
 
-    Serves HTTPS with a certificate from a throwaway CA, one per process (`ssl_context`
-    trusts it), plus a
-    plain-http listener that answers 302 to the https address, as the real service did.
-    `tls=False` serves plain http only. Accounts are told apart by their credentials;
-    with `port_per_account`, each also listens on a port of its own (`base_url_for`), as
-    each real customer has a host of its own, and is refused (401) on any other.
-    With `oauth1=True` it also accepts OAuth 1.0a (HMAC-SHA1) signed requests, one
-    consumer and a token per account: `oauth1_auth` holds the default account's.
-    """
+    Serves HTTPS with a certificate from a throwaway CA (`ssl_context` trusts it), plus a
+    plain-http listener that answers 302 to the https address, as the real service did
+    (`tls=False`: plain http only). Accounts are told apart by their credentials; with
+    `port_per_account`, each also listens on a port of its own (`base_url_for`) and is
+    refused (401) on any other. `oauth1=True` also accepts OAuth 1.0a signed requests
+    (`oauth1_auth` holds the default account's)."""
 
     def __init__(
         self,
@@ -104,8 +99,6 @@ class FakeInvoicingService:
         self._https_port = 0
         self._http_port = 0
         self.push_deliveries: list[tuple[str, PushEvent, int | None]] = []
-
-    # -- accounts -----------------------------------------------------------------------
 
     def add_account(
         self,
@@ -162,8 +155,6 @@ class FakeInvoicingService:
         token, secret = self.oauth1.token_of(account.username)
         return OAuth1Auth(self.oauth1.consumer_key, self.oauth1.consumer_secret, token, secret)
 
-    # -- addresses ----------------------------------------------------------------------
-
     def _origin(self, scheme: str, port: int) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{scheme}://{host}:{port}"
@@ -217,8 +208,6 @@ class FakeInvoicingService:
         auth: Auth = kwargs.pop("auth", None) or self.auth_for(account)
         return InvoicingClient(self.base_url_for(account), auth=auth, **kwargs)
 
-    # -- lifecycle ----------------------------------------------------------------------
-
     async def start(self) -> None:
         server_ssl = None
         if self.tls:
@@ -269,15 +258,8 @@ class FakeInvoicingService:
         await self.start()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    # -- push notifications ---------------------------------------------------------------
 
     def _queue_push(self, account: Account, event: PushEvent) -> None:
         if account.push_url is None:
