@@ -38,6 +38,7 @@ import functools
 import hashlib
 import json
 import logging
+import operator
 import ssl as _ssl
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -92,9 +93,12 @@ _MERGE_CHILD = {
     **_MERGE,
     "destination_scope": "_dlt_root_id IN (SELECT _dlt_root_id FROM {staging_table})",
 }
-# scd2 keeps every version's rows: the child rows of a version are inserted once.
+# scd2 keeps every version's rows: a child row of a version is written once.
 _MERGE_SCD2 = {**_MERGE_ROOT, "strategy": "scd2"}
-_MERGE_SCD2_CHILD = {**_MERGE, "strategy": "delete-insert"}
+_MERGE_SCD2_CHILD = {
+    **_MERGE,
+    "destination_scope": "_dlt_id IN (SELECT _dlt_id FROM {staging_table})",
+}
 _CHILDREN: dict[str, type[Model]] = {
     "details": InvoiceDetail,
     "payments": InvoicePayment,
@@ -102,7 +106,7 @@ _CHILDREN: dict[str, type[Model]] = {
 }
 # dlt's cost is per yielded table: the fetched batches are gathered into tables of up to
 # this many invoices (all in the same load package, so no less crash-safe).
-_TABLE_SIZE = 2_000
+_TABLE_SIZE = 10_000
 _ARROW = {
     "int": pa.int64(),
     "bool": pa.bool_(),
@@ -115,7 +119,7 @@ _IN_RANGE = [
     pa.scalar(bound.replace(tzinfo=dt.timezone.utc), _ARROW["datetime"])
     for bound in (dt.datetime.min, dt.datetime.max)
 ]
-_KEY: TColumnSchema = {"data_type": "text", "nullable": False}
+_KEY: TColumnSchema = {"data_type": "text"}
 _CHILD_KEYS: TTableSchemaColumns = {
     "_dlt_id": _KEY,
     "_dlt_parent_id": {"data_type": "text"},
@@ -230,12 +234,18 @@ class _Refused(Exception):
         self.reasons = reasons
 
 
-def _array(name: str, kind: str, values: list[Any]) -> pa.Array:
-    """One typed column; an Arrow error (or `ValueError`) when a value does not fit it."""
+def _array(name: str, kind: str, values: list[Any]) -> pa.Array | None:
+    """One typed column (None: an `extra` empty throughout, left to dlt to fill); an
+    Arrow error (or `ValueError`) when a value does not fit its column."""
     if kind == "decimal":  # exact: Arrow refuses extra places and too many digits
-        text = pa.array([None if v is None else str(v) for v in values], pa.string())
+        try:
+            text = pa.array(values, pa.string())  # the service's text
+        except pa.ArrowTypeError:  # integers, or a model's decimals
+            text = pa.array([None if v is None else str(v) for v in values], pa.string())
         return pc.cast(text, pa.decimal128(*export.decimal_type(name)))
     if kind == "json":
+        if not any(values):
+            return None
         values = [json.dumps(v, default=str, ensure_ascii=False) if v else None for v in values]
         kind = "str"
     array = pa.array(values, _ARROW[kind])
@@ -252,9 +262,13 @@ def _arrays(cls: type[Model], items: list[Any], owners: list[int]) -> dict[str, 
     arrays: dict[str, pa.Array] = {}
     refused: dict[int, str] = {}
     for name, kind in _kinds(cls).items():
-        values = [getattr(item, name, None) for item in items]
+        if name == "extra":  # a strict struct has none
+            values = [getattr(item, name, None) for item in items]
+        else:
+            values = list(map(operator.attrgetter(name), items))
         try:
-            arrays[name] = _array(name, kind, values)
+            if (array := _array(name, kind, values)) is not None:
+                arrays[name] = array
         except (pa.ArrowException, ValueError, UnicodeError):
             blamed: dict[int, str] = {}
             for owner, item, value in zip(owners, items, values, strict=True):
@@ -582,7 +596,6 @@ def invoicing_source(
         invoices.apply_hints(
             table_name=f"invoices__{name}",
             write_disposition=_MERGE_SCD2_CHILD if scd2 else _MERGE_CHILD,  # type: ignore[arg-type]
-            primary_key="_dlt_id",
             columns={**_columns(cls), **_CHILD_KEYS},
             create_table_variant=True,
         )

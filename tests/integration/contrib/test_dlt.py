@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -12,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+import pyarrow.compute as pc
 import pytest
 
 from invoicing_async import BasicAuth, RateBudget
-from invoicing_async.contrib.dlt import _Account, invoicing_source
+from invoicing_async._models.stored import load_invoice_documents
+from invoicing_async.contrib.dlt import _Account, _tables, invoicing_source
 from invoicing_async.models import InvoicePayment
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 from tests.conftest import running_in_thread
@@ -445,3 +448,43 @@ def test_revisions_come_from_the_destination_not_the_local_pipeline(
     )
     assert load(elsewhere, service)["fetch"] == 0
     assert current(elsewhere) == on_service(service)
+
+
+def test_unknown_fields_land_in_extra_in_every_table_of_the_load(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fields the models do not know are kept as JSON in `extra`, whichever of the load's
+    tables (here 100 invoices each) they come in."""
+    monkeypatch.setattr("invoicing_async.contrib.dlt._TABLE_SIZE", 100)
+    ids = sorted(service.account.invoices)
+    service.account.invoices[ids[150]].extra = {"new_field": "ünïcode"}
+    load(pipeline, service)
+    assert current(pipeline) == on_service(service)
+    [(extra,)] = query(pipeline, "SELECT extra FROM invoices WHERE extra IS NOT NULL")
+    assert json.loads(extra) == {"new_field": "ünïcode"}
+
+
+def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
+    """A child row's value decides for its invoice too: a price with five places, never
+    rounded, refuses invoice 1 with the reason; the others keep their rows and keys."""
+    body = (
+        b'[{"invoice": {"id": 1, "revision": 5, "details": [{"id": 8, "price": "1.23456"}]}},'
+        b' {"invoice": {"id": 2, "revision": 5, "mystery": {"a": 1}}},'
+        b' {"invoice": {"id": 3, "revision": 5, "details": [{"id": 9, "price": "1.5"}]}}]'
+    )
+    documents, unreadable = load_invoice_documents(body, "json", limit=100)
+    assert not unreadable
+    tables, refused = _tables(documents, scd2=False)
+    assert list(refused) == [1]
+    assert "price=1.23456 has more than 4 decimal places" in refused[1]
+    invoices = tables["invoices"]
+    assert invoices.column("id").to_pylist() == [2, 3]
+    assert invoices.column("_dlt_id").to_pylist() == ["2", "3"]
+    assert invoices.column("extra").to_pylist() == ['{"mystery": {"a": 1}}', None]
+    details = tables["invoices__details"]
+    real = details.filter(pc.invert(pc.starts_with(details.column("_dlt_id"), "-")))
+    assert real.column("price").to_pylist() == [Decimal("1.5")]
+    assert real.column("_dlt_id").to_pylist() == ["3.0"]
+    assert real.column("_dlt_root_id").to_pylist() == ["3"]
+    # a marker row for each invoice of the table: their stored lines are replaced
+    assert details.num_rows - real.num_rows == 2
