@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 import pytest
 
 from invoicing_async import BasicAuth, RateBudget
+from invoicing_async._models import export
 from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async.contrib.dlt import _Account, _tables, invoicing_source
-from invoicing_async.models import InvoicePayment
+from invoicing_async.models import Invoice, InvoiceDetail, InvoiceHistoryRecord, InvoicePayment
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 from tests.conftest import running_in_thread
 
@@ -488,3 +489,50 @@ def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
     assert real.column("_dlt_root_id").to_pylist() == ["3"]
     # a marker row for each invoice of the table: their stored lines are replaced
     assert details.num_rows - real.num_rows == 2
+
+
+def columns_of(pipeline: dlt.Pipeline, table: str) -> set[str]:
+    found = query(
+        pipeline,
+        "SELECT column_name FROM information_schema.columns "
+        f"WHERE table_schema = 'invoicing' AND table_name = '{table}'",
+    )
+    return {name for (name,) in found}
+
+
+@pytest.mark.parametrize("scd2", [False, True])
+def test_exactly_the_documented_columns_are_stored_from_parquet(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, scd2: bool
+) -> None:
+    """The guide's list, no more: the models' columns, `extra`, and dlt's keys; no marker
+    column (`_deleted`) and no marker row, even after deletions; every child row joins
+    its invoice row. The load files are Parquet."""
+    load(pipeline, service, scd2=scd2)
+    change(service, 10, 3)
+    load(pipeline, service, scd2=scd2)
+    jobs = pipeline.last_trace.last_load_info.load_packages[0].jobs["completed_jobs"]
+    files = {j.job_file_info.file_format for j in jobs if "invoices" in j.job_file_info.table_name}
+    assert files == {"parquet", "sql"}  # the rows, and dlt's merge statements
+    validity = {"_dlt_valid_from", "_dlt_valid_to"} if scd2 else set()
+    models = {
+        "invoices": Invoice,
+        "details": InvoiceDetail,
+        "payments": InvoicePayment,
+        "history": InvoiceHistoryRecord,
+    }
+    for name, cls in models.items():
+        table = name if name == "invoices" else f"invoices__{name}"
+        scalars = set(export.scalar_columns(cls)) - {"destroy"}
+        keys = {"_dlt_id"} | validity if cls is Invoice else CHILD_KEYS
+        assert columns_of(pipeline, table) == scalars | {"extra"} | keys, table
+        assert query(pipeline, f"SELECT COUNT(*) FROM {table} WHERE _dlt_id LIKE '-%'") == [(0,)]
+        if cls is not Invoice:
+            orphans = query(
+                pipeline,
+                f"SELECT COUNT(*) FROM {table} AS c LEFT JOIN invoices AS i "
+                "ON c._dlt_root_id = i._dlt_id WHERE i._dlt_id IS NULL",
+            )
+            assert orphans == [(0,)], table
+
+
+CHILD_KEYS = {"_dlt_id", "_dlt_parent_id", "_dlt_root_id", "_dlt_list_idx"}
