@@ -510,7 +510,9 @@ def test_exactly_the_documented_columns_are_stored_from_parquet(
     load(pipeline, service, scd2=scd2)
     change(service, 10, 3)
     load(pipeline, service, scd2=scd2)
-    jobs = pipeline.last_trace.last_load_info.load_packages[0].jobs["completed_jobs"]
+    trace = pipeline.last_trace
+    assert trace is not None and trace.last_load_info is not None
+    jobs = trace.last_load_info.load_packages[0].jobs["completed_jobs"]
     files = {j.job_file_info.file_format for j in jobs if "invoices" in j.job_file_info.table_name}
     assert files == {"parquet", "sql"}  # the rows, and dlt's merge statements
     validity = {"_dlt_valid_from", "_dlt_valid_to"} if scd2 else set()
