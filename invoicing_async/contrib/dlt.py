@@ -2,25 +2,26 @@
 
 ``pipeline.run(invoicing_source(base_url=…))`` loads three resources:
 
-- `invoices`, merged on `id`, with the nested tables `invoices__details`,
-  `invoices__payments` and `invoices__history`. Incremental by revision with the sync
-  engine's own plan (`plan_sync`): one sync list, the `{id: revision}` read back from
-  the destination's `invoices` table (never kept in dlt's state, which would grow to
-  millions of entries), then only new and changed invoices fetched, 100 a request:
-  1 + ceil(changed / 100) requests. Invoices deleted on the service are hard-deleted
-  (default strategy `delete-insert`, the latest row per invoice) or, with `scd2=True`,
-  their current row is closed (`_dlt_valid_to`): every revision is kept with its
-  validity, a change history for free.
+- `invoices`, merged on `id`, with its child tables `invoices__details`,
+  `invoices__payments` and `invoices__history`, yielded as Arrow tables (exact
+  decimal128 money and rates, date32 dates, timestamps in UTC; Parquet load files) of up
+  to 10,000 invoices each. Incremental by revision with the sync engine's own plan
+  (`plan_sync`): one sync list, the `{id: revision}` read back from the destination's
+  `invoices` table (never kept in dlt's state, which would grow to millions of entries),
+  then only new and changed invoices fetched, 100 a request: 1 + ceil(changed / 100)
+  requests. Invoices deleted on the service are deleted (default strategy
+  `delete-insert`) or, with `scd2=True`, their current row is closed (`_dlt_valid_to`):
+  every revision is kept with its validity, a change history for free.
 - `recurring_templates` and `current_session`, replaced on each load (one request each).
 
 The invoices come from the sync engine's own fetch phase (`SyncEngine.fetch_phase`):
 the same plan, retries of missing ids, batch-failure limit, read-too-early rule and
 quarantine. An invoice that cannot be read, or that holds a value its column cannot
-(more decimal places than the column, past its precision, a timestamp out of range, a
-lone surrogate), is quarantined with its reason: logged, listed in the `quarantine`
-table, tried again when its revision changes or `quarantine_for` passes; every other
-invoice loads. The pending plan (quarantined ids, rechecks) lives in the resource's dlt
-state, a handful of entries.
+(more decimal places than the column, past its precision, a timestamp out of range in
+UTC, text that is not UTF-8), is quarantined with its reason: logged, listed in the
+`quarantine` table, tried again when its revision changes or `quarantine_for` passes;
+every other invoice loads. The pending plan (quarantined ids, rechecks) lives in the
+resource's dlt state, a handful of entries, committed with the load.
 
 A destination that lost the table (first load, dropped dataset, a refresh that resets
 the resource's state) gives an empty `{id: revision}`: the load is then a full one.

@@ -511,7 +511,8 @@ def test_exactly_the_documented_columns_are_stored_from_parquet(
     change(service, 10, 3)
     load(pipeline, service, scd2=scd2)
     trace = pipeline.last_trace
-    assert trace is not None and trace.last_load_info is not None
+    assert trace is not None
+    assert trace.last_load_info is not None
     jobs = trace.last_load_info.load_packages[0].jobs["completed_jobs"]
     files = {j.job_file_info.file_format for j in jobs if "invoices" in j.job_file_info.table_name}
     assert files == {"parquet", "sql"}  # the rows, and dlt's merge statements
@@ -535,6 +536,21 @@ def test_exactly_the_documented_columns_are_stored_from_parquet(
                 "ON c._dlt_root_id = i._dlt_id WHERE i._dlt_id IS NULL",
             )
             assert orphans == [(0,)], table
+
+    # The guide's join, in list order.
+    joined = query(
+        pipeline,
+        "SELECT i.id, i.invoice_id, d.description, d.price FROM invoices AS i "
+        "JOIN invoices__details AS d ON d._dlt_root_id = i._dlt_id "
+        + ("WHERE i._dlt_valid_to IS NULL " if scd2 else "")
+        + "ORDER BY i.id, d._dlt_list_idx",
+    )
+    lines = [
+        (i.id, i.invoice_id, line.description, line.price)
+        for i in sorted(service.account.invoices.values(), key=lambda i: i.id or 0)
+        for line in i.details
+    ]
+    assert joined == lines
 
 
 CHILD_KEYS = {"_dlt_id", "_dlt_parent_id", "_dlt_root_id", "_dlt_list_idx"}
