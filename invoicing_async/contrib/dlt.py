@@ -120,11 +120,10 @@ _IN_RANGE = [
     pa.scalar(bound.replace(tzinfo=dt.timezone.utc), _ARROW["datetime"])
     for bound in (dt.datetime.min, dt.datetime.max)
 ]
-_KEY: TColumnSchema = {"data_type": "text"}
 _CHILD_KEYS: TTableSchemaColumns = {
-    "_dlt_id": _KEY,
+    "_dlt_id": {"name": "_dlt_id", "data_type": "text", "nullable": False},
     "_dlt_parent_id": {"data_type": "text"},
-    "_dlt_root_id": _KEY,
+    "_dlt_root_id": {"name": "_dlt_root_id", "data_type": "text"},
     "_dlt_list_idx": {"data_type": "bigint"},
 }
 
@@ -327,12 +326,18 @@ def _tables(
             invoices = [i for i in invoices if i[0] not in exc.reasons]
 
 
+def _table(arrays: dict[str, pa.Array]) -> pa.Table:
+    """A table whose `_dlt_id` is NOT NULL, as its column in dlt's schema."""
+    fields = [pa.field(n, a.type, nullable=n != "_dlt_id") for n, a in arrays.items()]
+    return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(fields))
+
+
 def _markers(ids: list[int], keys: list[str], *, root: bool) -> pa.Table:
     """Marker rows naming invoices in the load (see `_REAL_ROWS`)."""
     marked = pa.array([f"-{i}" for i in ids], pa.string())
     if root:
-        return pa.table({"id": pa.array(ids, pa.int64()), "_dlt_id": marked})
-    return pa.table({"_dlt_id": marked, "_dlt_root_id": pa.array(keys, pa.string())})
+        return _table({"id": pa.array(ids, pa.int64()), "_dlt_id": marked})
+    return _table({"_dlt_id": marked, "_dlt_root_id": pa.array(keys, pa.string())})
 
 
 def _build(invoices: list[tuple[int, str, Any]], *, scd2: bool) -> dict[str, pa.Table]:
@@ -341,7 +346,7 @@ def _build(invoices: list[tuple[int, str, Any]], *, scd2: bool) -> dict[str, pa.
     models = [m for _, _, m in invoices]
     root = _arrays(Invoice, models, ids)
     root["_dlt_id"] = pa.array(keys, pa.string())
-    tables = {"invoices": pa.table(root)}
+    tables = {"invoices": _table(root)}
     for name, cls in _CHILDREN.items():
         rows = [
             (ident, key, position, item)
@@ -355,7 +360,7 @@ def _build(invoices: list[tuple[int, str, Any]], *, scd2: bool) -> dict[str, pa.
             parents, pc.cast(positions, pa.string()), "."
         )
         arrays |= {"_dlt_parent_id": parents, "_dlt_root_id": parents, "_dlt_list_idx": positions}
-        table = pa.table(arrays)
+        table = _table(arrays)
         if not scd2:  # the stored rows of each invoice are replaced, even by none
             table = pa.concat_tables(
                 [table, _markers(ids, keys, root=False)], promote_options="default"
@@ -604,7 +609,7 @@ def invoicing_source(
         write_disposition=_MERGE_SCD2 if scd2 else _MERGE_ROOT,  # type: ignore[arg-type]
         # scd2 keys a version by its `_dlt_id`, the other strategy an invoice by its id
         primary_key=() if scd2 else "id",
-        columns={**_columns(Invoice), "_dlt_id": _KEY},
+        columns={**_columns(Invoice), "_dlt_id": _CHILD_KEYS["_dlt_id"]},
     )
     yield invoices
     yield dlt.resource(
