@@ -42,7 +42,7 @@ import logging
 import operator
 import ssl as _ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Container, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -303,11 +303,12 @@ def _read(document: InvoiceDocument) -> Any:
 
 
 def _tables(
-    documents: list[InvoiceDocument], *, scd2: bool
+    documents: list[InvoiceDocument], *, scd2: bool, stored: Container[int] = ()
 ) -> tuple[dict[str, pa.Table], dict[int, str]]:
     """The `invoices` table and its child tables of fetched invoices, and {id: why} of the
     invoices left out, holding a value a column cannot hold. An invoice's `_dlt_id` is its
-    id; with scd2 a hash of its document, the key of a version."""
+    id; with scd2 a hash of its document, the key of a version. The child rows of those
+    `stored` are replaced (marker rows)."""
 
     def key(document: InvoiceDocument) -> str:
         return (
@@ -320,7 +321,7 @@ def _tables(
     refused: dict[int, str] = {}
     while True:  # each round leaves out at least one invoice
         try:
-            return _build(invoices, scd2=scd2), refused
+            return _build(invoices, [] if scd2 else stored), refused
         except _Refused as exc:
             refused.update(exc.reasons)
             invoices = [i for i in invoices if i[0] not in exc.reasons]
@@ -340,8 +341,9 @@ def _markers(ids: list[int], keys: list[str], *, root: bool) -> pa.Table:
     return _table({"_dlt_id": marked, "_dlt_root_id": pa.array(keys, pa.string())})
 
 
-def _build(invoices: list[tuple[int, str, Any]], *, scd2: bool) -> dict[str, pa.Table]:
+def _build(invoices: list[tuple[int, str, Any]], replaced: Container[int]) -> dict[str, pa.Table]:
     ids = [i for i, _, _ in invoices]
+    marked = [(i, k) for i, k, _ in invoices if i in replaced]
     keys = [k for _, k, _ in invoices]
     models = [m for _, _, m in invoices]
     root = _arrays(Invoice, models, ids)
@@ -361,10 +363,9 @@ def _build(invoices: list[tuple[int, str, Any]], *, scd2: bool) -> dict[str, pa.
         )
         arrays |= {"_dlt_parent_id": parents, "_dlt_root_id": parents, "_dlt_list_idx": positions}
         table = _table(arrays)
-        if not scd2:  # the stored rows of each invoice are replaced, even by none
-            table = pa.concat_tables(
-                [table, _markers(ids, keys, root=False)], promote_options="default"
-            )
+        if marked:  # the stored rows of an invoice are replaced, even by none
+            markers = _markers([i for i, _ in marked], [k for _, k in marked], root=False)
+            table = pa.concat_tables([table, markers], promote_options="default")
         tables[f"invoices__{name}"] = table
     return tables
 
@@ -473,10 +474,10 @@ async def _invoices(
                 fetched += batch.documents
                 if len(fetched) < _TABLE_SIZE:
                     continue
-                for item in _yielded(fetched, phase, rebuild, scd2=scd2):
+                for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
                     yield item
                 fetched, rebuild = [], None
-        for item in _yielded(fetched, phase, rebuild, scd2=scd2):
+        for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
             yield item
     queued = phase.queued_ids()
     if queued:
@@ -499,10 +500,11 @@ def _yielded(
     rebuild: dict[str, Any] | None,
     *,
     scd2: bool,
+    stored: Container[int],
 ) -> Iterator[Any]:
     """The tables of `documents`, each marked with its table name; the invoices they
     cannot hold quarantined."""
-    tables, refused = _tables(documents, scd2=scd2)
+    tables, refused = _tables(documents, scd2=scd2, stored=stored)
     phase.quarantine(refused)
     for name, table in tables.items():
         if name == "invoices" and rebuild:
