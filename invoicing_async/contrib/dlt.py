@@ -59,9 +59,8 @@ from dlt.extract.hints import TResourceNestedHints
 from dlt.extract.resource import DltResource
 
 from invoicing_async import Auth, BasicAuth, Format, InvoicingClient, RateBudget
-from invoicing_async._models import export
+from invoicing_async._models import export, strict_json
 from invoicing_async._models.stored import InvoiceDocument
-from invoicing_async._models.strict_json import struct_for
 from invoicing_async._sync import fetching
 from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.store import PendingEntry
@@ -291,7 +290,9 @@ def _decoder() -> msgspec.json.Decoder[Any]:
     """Reads a stored document into the invoice's closed strict struct: typed in C, no
     model. One with fields the models do not know fails it and is read into a model
     (they land in `extra`)."""
-    document = msgspec.defstruct("Document", [("invoice", struct_for(Invoice, closed=True))])
+    document = msgspec.defstruct(
+        "Document", [("invoice", strict_json.struct_for(Invoice, closed=True))]
+    )
     return msgspec.json.Decoder(document)
 
 
