@@ -5,7 +5,9 @@ engine's (reported: dlt's normalize and load steps are work the engine does not 
 
 The fake service runs in its own process (plain http on loopback), so its CPU is not
 counted; the `invoices` resource alone is loaded (templates and session are one
-request each, outside the sync plan).
+request each, outside the sync plan). dlt and the source are imported before timing, as
+in any process that runs a pipeline. Targets: a first load within 3x the engine's wall
+time and CPU, a no-change load within 0.5 s of CPU.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ def _dlt_load(server: FakeServerProcess, workdir: Path, budget: RateBudget) -> i
 
 
 async def _all(workdir: Path) -> tuple[list[tuple[int, float, float]], ...]:
+    import dlt  # noqa: F401 - imported before timing
+
+    import invoicing_async.contrib.dlt  # noqa: F401
+
     async with FakeServerProcess(invoices=INVOICES, tls=False) as server:
         engine = await _engine(server, workdir / "mirror.db")
         budget = RateBudget(limit=10**9)
@@ -96,6 +102,7 @@ def run() -> list[Result]:
     for label, least, (engine_requests, engine_wall, engine_cpu), (requests, wall, cpu) in zip(
         ("first load", "no-change load"), minimum, engine, dlt_runs, strict=True
     ):
+        first = label == "first load"
         results += [
             Result(
                 name=f"dlt source requests, {label}, {INVOICES} invoices",
@@ -110,19 +117,20 @@ def run() -> list[Result]:
                 ours=wall,
                 baseline=engine_wall,
                 unit="s",
-                target=0.0,
-                informational=True,
+                target=3.0,
+                informational=not first,
                 note="baseline: SyncEngine into SQLiteStore, same server and run; dlt adds "
                 "its extract, normalize and DuckDB load steps",
             ),
             Result(
                 name=f"dlt source client CPU, {label}, {INVOICES} invoices",
                 ours=cpu,
-                baseline=engine_cpu,
+                baseline=engine_cpu if first else 0.5,
                 unit="s",
-                target=0.0,
-                informational=True,
-                note="baseline: SyncEngine into SQLiteStore (CPU of this process's threads)",
+                target=3.0 if first else 1.0,
+                note="baseline: SyncEngine into SQLiteStore (CPU of this process's threads)"
+                if first
+                else f"bound: 0.5 s of CPU; SyncEngine: {engine_cpu:.3f} s",
             ),
         ]
     return results

@@ -2,25 +2,26 @@
 
 ``pipeline.run(invoicing_source(base_url=…))`` loads three resources:
 
-- `invoices`, merged on `id`, with the nested tables `invoices__details`,
-  `invoices__payments` and `invoices__history`. Incremental by revision with the sync
-  engine's own plan (`plan_sync`): one sync list, the `{id: revision}` read back from
-  the destination's `invoices` table (never kept in dlt's state, which would grow to
-  millions of entries), then only new and changed invoices fetched, 100 a request:
-  1 + ceil(changed / 100) requests. Invoices deleted on the service are hard-deleted
-  (default strategy `delete-insert`, the latest row per invoice) or, with `scd2=True`,
-  their current row is closed (`_dlt_valid_to`): every revision is kept with its
-  validity, a change history for free.
+- `invoices`, merged on `id`, with its child tables `invoices__details`,
+  `invoices__payments` and `invoices__history`, yielded as Arrow tables (exact
+  decimal128 money and rates, date32 dates, timestamps in UTC; Parquet load files) of up
+  to 10,000 invoices each. Incremental by revision with the sync engine's own plan
+  (`plan_sync`): one sync list, the `{id: revision}` read back from the destination's
+  `invoices` table (never kept in dlt's state, which would grow to millions of entries),
+  then only new and changed invoices fetched, 100 a request: 1 + ceil(changed / 100)
+  requests. Invoices deleted on the service are deleted (default strategy
+  `delete-insert`) or, with `scd2=True`, their current row is closed (`_dlt_valid_to`):
+  every revision is kept with its validity, a change history for free.
 - `recurring_templates` and `current_session`, replaced on each load (one request each).
 
 The invoices come from the sync engine's own fetch phase (`SyncEngine.fetch_phase`):
 the same plan, retries of missing ids, batch-failure limit, read-too-early rule and
 quarantine. An invoice that cannot be read, or that holds a value its column cannot
-(more decimal places than the column, past its precision, a timestamp out of range, a
-lone surrogate), is quarantined with its reason: logged, listed in the `quarantine`
-table, tried again when its revision changes or `quarantine_for` passes; every other
-invoice loads. The pending plan (quarantined ids, rechecks) lives in the resource's dlt
-state, a handful of entries.
+(more decimal places than the column, past its precision, a timestamp out of range in
+UTC, text that is not UTF-8), is quarantined with its reason: logged, listed in the
+`quarantine` table, tried again when its revision changes or `quarantine_for` passes;
+every other invoice loads. The pending plan (quarantined ids, rechecks) lives in the
+resource's dlt state, a handful of entries, committed with the load.
 
 A destination that lost the table (first load, dropped dataset, a refresh that resets
 the resource's state) gives an empty `{id: revision}`: the load is then a full one.
@@ -34,16 +35,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
+import hashlib
 import json
 import logging
+import operator
 import ssl as _ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Container, Iterator
 from decimal import Decimal
 from typing import Any
 
 import attrs
 import dlt
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
 from dlt.common.data_types.typing import TDataType
 from dlt.common.destination.exceptions import DestinationUndefinedEntity
 from dlt.common.schema.typing import TColumnSchema, TFileFormat, TTableSchemaColumns
@@ -52,9 +59,9 @@ from dlt.extract.hints import TResourceNestedHints
 from dlt.extract.resource import DltResource
 
 from invoicing_async import Auth, BasicAuth, Format, InvoicingClient, RateBudget
-from invoicing_async._models import export
+from invoicing_async._models import export, strict_json
+from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync import fetching
-from invoicing_async._sync.plan import BATCH_SIZE
 from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.store import PendingEntry
 from invoicing_async.models import (
@@ -73,8 +80,51 @@ __all__ = ["invoicing_source"]
 
 logger = logging.getLogger("invoicing_async.contrib.dlt")
 
-_DELETED = "_deleted"
-"""True on the marker row of an invoice deleted on the service (never stored)."""
+# dlt writes no rows of a resource into its nested tables, so `invoices__details` and
+# the other child tables are tables of the `invoices` resource in their own right, merged
+# on the key their rows share with their invoice row (`_dlt_root_id` = `invoices._dlt_id`).
+# An invoice in the load (fetched or deleted) also sends a marker row to each table, a
+# `_dlt_id` starting with "-": the merge deletes (scd2: closes) the stored rows of every
+# invoice it receives, then inserts the real rows only, so no marker column is stored.
+_REAL_ROWS = "_dlt_id NOT LIKE '-%'"
+_MERGE = {"disposition": "merge", "strategy": "delete-insert", "source_filter": _REAL_ROWS}
+_MERGE_ROOT = {**_MERGE, "destination_scope": "id IN (SELECT id FROM {staging_table})"}
+_MERGE_CHILD = {
+    **_MERGE,
+    "destination_scope": "_dlt_root_id IN (SELECT _dlt_root_id FROM {staging_table})",
+}
+# scd2 keeps every version's rows: a child row of a version is written once.
+_MERGE_SCD2 = {**_MERGE_ROOT, "strategy": "scd2"}
+_MERGE_SCD2_CHILD = {
+    **_MERGE,
+    "destination_scope": "_dlt_id IN (SELECT _dlt_id FROM {staging_table})",
+}
+_CHILDREN: dict[str, type[Model]] = {
+    "details": InvoiceDetail,
+    "payments": InvoicePayment,
+    "history": InvoiceHistoryRecord,
+}
+# dlt's cost is per yielded table: the fetched batches are gathered into tables of up to
+# this many invoices (all in the same load package, so no less crash-safe).
+_TABLE_SIZE = 10_000
+_ARROW = {
+    "int": pa.int64(),
+    "bool": pa.bool_(),
+    "str": pa.string(),
+    "date": pa.date32(),
+    "datetime": pa.timestamp("us", tz="UTC"),
+}
+# What Python (and so dlt and every reader) can hold of a timestamp in UTC.
+_IN_RANGE = [
+    pa.scalar(bound.replace(tzinfo=dt.timezone.utc), _ARROW["datetime"])
+    for bound in (dt.datetime.min, dt.datetime.max)
+]
+_CHILD_KEYS: TTableSchemaColumns = {
+    "_dlt_id": {"name": "_dlt_id", "data_type": "text", "nullable": False},
+    "_dlt_parent_id": {"data_type": "text"},
+    "_dlt_root_id": {"name": "_dlt_root_id", "data_type": "text"},
+    "_dlt_list_idx": {"data_type": "bigint"},
+}
 
 _DLT_TYPES: dict[str, TDataType] = {
     "int": "bigint",
@@ -83,6 +133,7 @@ _DLT_TYPES: dict[str, TDataType] = {
     "date": "date",
     "datetime": "timestamp",
     "decimal": "decimal",
+    "json": "json",
 }
 _REQUEST_ONLY = ("destroy",)  # `_destroy` on a line: a request flag, never data
 # Parquet where the destination takes it (dlt falls back to another format where not):
@@ -97,27 +148,30 @@ _PENDING = "pending"  # resource state: the plan's quarantined ids and rechecks
 _LOADED = "loaded"  # resource state: set once a load ran; reset by every dlt refresh
 
 
+def _kinds(cls: type[Model]) -> dict[str, str]:
+    """Column name -> kind of a model's scalar attributes, and `extra` as json."""
+    kinds = export.scalar_columns(cls)
+    return {**{n: k for n, k in kinds.items() if n not in _REQUEST_ONLY}, "extra": "json"}
+
+
 def _columns(cls: type[Model]) -> TTableSchemaColumns:
     """The dlt columns of a model's scalar attributes, typed, plus `extra` as json."""
     columns: TTableSchemaColumns = {}
-    for name, kind in export.scalar_columns(cls).items():
-        if name in _REQUEST_ONLY:
-            continue
+    for name, kind in _kinds(cls).items():
         column: TColumnSchema = {"name": name, "data_type": _DLT_TYPES[kind], "nullable": True}
         if kind == "decimal":
             column["precision"], column["scale"] = export.decimal_type(name)
         elif kind == "datetime":
             column["timezone"] = True
         columns[name] = column
-    columns["extra"] = {"name": "extra", "data_type": "json", "nullable": True}
     return columns
 
 
-def _held(name: str, value: Any, owner: Model) -> None:
+def _held(name: str, value: Any, owner: str) -> None:
     """Refuse (`ValueError`) a value its column cannot hold as it is: a decimal with more
     places than the column (never rounded) or past its precision, a datetime out of range
     in UTC, text that is not UTF-8 (a lone surrogate)."""
-    what = f"{type(owner).__name__} {getattr(owner, 'id', None)}: {name}"
+    what = f"{owner}: {name}"
     if isinstance(value, Decimal):
         precision, scale = export.decimal_type(name)
         if value != round(value, scale):
@@ -166,9 +220,155 @@ def _row(model: Model) -> dict[str, Any]:
         elif name == "extra":
             value = value or None
         if value is not None and not nested:
-            _held(name, value, model)
+            _held(name, value, f"{type(model).__name__} {getattr(model, 'id', None)}")
         row[name] = value
     return row
+
+
+class _Refused(Exception):
+    """Values their columns cannot hold: {invoice id: why}."""
+
+    def __init__(self, reasons: dict[int, str]) -> None:
+        super().__init__(reasons)
+        self.reasons = reasons
+
+
+def _array(name: str, kind: str, values: list[Any]) -> pa.Array | None:
+    """One typed column (None: an `extra` empty throughout, left to dlt to fill); an
+    Arrow error (or `ValueError`) when a value does not fit its column."""
+    if kind == "decimal":  # exact: Arrow refuses extra places and too many digits
+        try:
+            text = pa.array(values, pa.string())  # the service's text
+        except pa.ArrowTypeError:  # integers, or a model's decimals
+            text = pa.array([None if v is None else str(v) for v in values], pa.string())
+        return pc.cast(text, pa.decimal128(*export.decimal_type(name)))
+    if kind == "json":
+        if not any(values):
+            return None
+        values = [json.dumps(v, default=str, ensure_ascii=False) if v else None for v in values]
+        kind = "str"
+    array = pa.array(values, _ARROW[kind])
+    if kind == "datetime" and array.null_count < len(array):
+        low, high = _IN_RANGE
+        if pc.any(pc.or_(pc.less(array, low), pc.greater(array, high))).as_py():
+            raise ValueError(f"{name} out of range")
+    return array
+
+
+def _arrays(cls: type[Model], items: list[Any], owners: list[int]) -> dict[str, pa.Array]:
+    """The typed columns of `items` (models or strict structs of `cls`); `_Refused` names
+    the invoices (`owners`, one per item) holding a value a column cannot hold."""
+    arrays: dict[str, pa.Array] = {}
+    refused: dict[int, str] = {}
+    for name, kind in _kinds(cls).items():
+        if name == "extra":  # a strict struct has none
+            values = [getattr(item, name, None) for item in items]
+        else:
+            values = list(map(operator.attrgetter(name), items))
+        try:
+            if (array := _array(name, kind, values)) is not None:
+                arrays[name] = array
+        except (pa.ArrowException, ValueError, UnicodeError):
+            blamed: dict[int, str] = {}
+            for owner, item, value in zip(owners, items, values, strict=True):
+                try:
+                    if value is not None:
+                        value = Decimal(value) if kind == "decimal" else value
+                        _held(name, value, f"{cls.__name__} {getattr(item, 'id', None)}")
+                except ValueError as exc:
+                    blamed[owner] = str(exc)
+            if not blamed:  # no value to blame: never a column left out
+                raise
+            refused = {**blamed, **refused}
+    if refused:
+        raise _Refused(refused)
+    return arrays
+
+
+@functools.cache
+def _decoder() -> msgspec.json.Decoder[Any]:
+    """Reads a stored document into the invoice's closed strict struct: typed in C, no
+    model. One with fields the models do not know fails it and is read into a model
+    (they land in `extra`)."""
+    document = msgspec.defstruct(
+        "Document", [("invoice", strict_json.struct_for(Invoice, closed=True))]
+    )
+    return msgspec.json.Decoder(document)
+
+
+def _read(document: InvoiceDocument) -> Any:
+    try:
+        return _decoder().decode(document.document).invoice
+    except (msgspec.DecodeError, ValueError):
+        return document.model()
+
+
+def _tables(
+    documents: list[InvoiceDocument], *, scd2: bool, stored: Container[int] = ()
+) -> tuple[dict[str, pa.Table], dict[int, str]]:
+    """The `invoices` table and its child tables of fetched invoices, and {id: why} of the
+    invoices left out, holding a value a column cannot hold. An invoice's `_dlt_id` is its
+    id; with scd2 a hash of its document, the key of a version. The child rows of those
+    `stored` are replaced (marker rows)."""
+
+    def key(document: InvoiceDocument) -> str:
+        return (
+            hashlib.blake2b(document.document, digest_size=16).hexdigest()
+            if scd2
+            else str(document.id)
+        )
+
+    invoices = [(d.id or 0, key(d), _read(d)) for d in documents]
+    refused: dict[int, str] = {}
+    while True:  # each round leaves out at least one invoice
+        try:
+            return _build(invoices, [] if scd2 else stored), refused
+        except _Refused as exc:
+            refused.update(exc.reasons)
+            invoices = [i for i in invoices if i[0] not in exc.reasons]
+
+
+def _table(arrays: dict[str, pa.Array]) -> pa.Table:
+    """A table whose `_dlt_id` is NOT NULL, as its column in dlt's schema."""
+    fields = [pa.field(n, a.type, nullable=n != "_dlt_id") for n, a in arrays.items()]
+    return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(fields))
+
+
+def _markers(ids: list[int], keys: list[str], *, root: bool) -> pa.Table:
+    """Marker rows naming invoices in the load (see `_REAL_ROWS`)."""
+    marked = pa.array([f"-{i}" for i in ids], pa.string())
+    if root:
+        return _table({"id": pa.array(ids, pa.int64()), "_dlt_id": marked})
+    return _table({"_dlt_id": marked, "_dlt_root_id": pa.array(keys, pa.string())})
+
+
+def _build(invoices: list[tuple[int, str, Any]], replaced: Container[int]) -> dict[str, pa.Table]:
+    ids = [i for i, _, _ in invoices]
+    marked = [(i, k) for i, k, _ in invoices if i in replaced]
+    keys = [k for _, k, _ in invoices]
+    models = [m for _, _, m in invoices]
+    root = _arrays(Invoice, models, ids)
+    root["_dlt_id"] = pa.array(keys, pa.string())
+    tables = {"invoices": _table(root)}
+    for name, cls in _CHILDREN.items():
+        rows = [
+            (ident, key, position, item)
+            for ident, key, invoice in invoices
+            for position, item in enumerate(getattr(invoice, name) or ())
+        ]
+        arrays = _arrays(cls, [r[3] for r in rows], [r[0] for r in rows])
+        parents = pa.array([r[1] for r in rows], pa.string())
+        positions = pa.array([r[2] for r in rows], pa.int64())
+        arrays["_dlt_id"] = pc.binary_join_element_wise(
+            parents, pc.cast(positions, pa.string()), "."
+        )
+        arrays |= {"_dlt_parent_id": parents, "_dlt_root_id": parents, "_dlt_list_idx": positions}
+        table = _table(arrays)
+        if marked:  # the stored rows of an invoice are replaced, even by none
+            markers = _markers([i for i, _ in marked], [k for _, k in marked], root=False)
+            table = pa.concat_tables([table, markers], promote_options="default")
+        tables[f"invoices__{name}"] = table
+    return tables
 
 
 @attrs.frozen
@@ -261,27 +461,25 @@ async def _invoices(
         plan = await settings.plan(client, stored or SyncRevisions(), pending)
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
-        for start in range(0, len(plan.to_delete), BATCH_SIZE * 10):
-            yield [
-                {"id": i, _DELETED: True} for i in plan.to_delete[start : start + BATCH_SIZE * 10]
-            ]
+        if plan.to_delete:
+            deleted = list(plan.to_delete)
+            yield _markers(deleted, [], root=True)
+            for name in [] if scd2 else _CHILDREN:
+                marked = _markers(deleted, [str(i) for i in deleted], root=False)
+                yield dlt.mark.with_table_name(marked, f"invoices__{name}")
         report = SyncReport()
         phase = fetching.FetchPhase(client, plan, report, settings)
+        fetched: list[InvoiceDocument] = []
         async with contextlib.aclosing(phase.batches()) as batches:
-            async for fetched in batches:
-                rows, refused = [], {}
-                for document in fetched.documents:
-                    try:
-                        rows.append(_row(document.model()))
-                    except ValueError as exc:
-                        refused[document.id or 0] = str(exc)
-                phase.quarantine(refused)
-                if rebuild:
-                    hints = dlt.mark.make_hints(additional_table_hints=rebuild)
-                    yield dlt.mark.with_hints(rows, hints)
-                    rebuild = None
-                else:
-                    yield rows
+            async for batch in batches:
+                fetched += batch.documents
+                if len(fetched) < _TABLE_SIZE:
+                    continue
+                for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
+                    yield item
+                fetched, rebuild = [], None
+        for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
+            yield item
     queued = phase.queued_ids()
     if queued:
         logger.warning("%d invoices not fetched: the next run fetches them", len(queued))
@@ -295,6 +493,26 @@ async def _invoices(
     state["reasons"] = reasons
     state[_LOADED] = True
     account.invoices_done.set()
+
+
+def _yielded(
+    documents: list[InvoiceDocument],
+    phase: fetching.FetchPhase,
+    rebuild: dict[str, Any] | None,
+    *,
+    scd2: bool,
+    stored: Container[int],
+) -> Iterator[Any]:
+    """The tables of `documents`, each marked with its table name; the invoices they
+    cannot hold quarantined."""
+    tables, refused = _tables(documents, scd2=scd2, stored=stored)
+    phase.quarantine(refused)
+    for name, table in tables.items():
+        if name == "invoices" and rebuild:
+            hints = dlt.mark.make_hints(additional_table_hints=rebuild)
+            yield dlt.mark.with_hints(table, hints)
+        elif table.num_rows:
+            yield dlt.mark.with_table_name(table, name)
 
 
 async def _quarantine(account: _Account) -> AsyncIterator[list[dict[str, Any]]]:
@@ -373,37 +591,7 @@ def invoicing_source(
         budget_url=budget_url,
         wait_for_budget=wait_for_budget,
     )
-    invoice_columns = _columns(Invoice)
-    if scd2:
-        # Deletion markers are kept out of the rows (`source_filter`) but name the
-        # invoices whose current row is closed (`destination_scope`).
-        disposition: Any = {
-            "disposition": "merge",
-            "strategy": "scd2",
-            "source_filter": f"{_DELETED} IS NULL",
-            "destination_scope": "id IN (SELECT id FROM {staging_table})",
-        }
-        invoice_columns[_DELETED] = {"data_type": "bool", "nullable": True}
-        primary_key: Any = ()
-    else:
-        disposition = {"disposition": "merge", "strategy": "delete-insert"}
-        invoice_columns[_DELETED] = {
-            "data_type": "bool",
-            "nullable": True,
-            "hard_delete": True,
-        }
-        primary_key = "id"
-    yield dlt.resource(
-        _invoices,
-        name="invoices",
-        file_format=_FILE_FORMAT,
-        write_disposition=disposition,
-        primary_key=primary_key,
-        columns=invoice_columns,
-        nested_hints=_nested(
-            details=InvoiceDetail, payments=InvoicePayment, history=InvoiceHistoryRecord
-        ),
-    )(
+    invoices = dlt.resource(_invoices, name="invoices")(
         account,
         scd2=scd2,
         settings=fetching.SyncSettings(
@@ -413,6 +601,20 @@ def invoicing_source(
             quarantine_for=quarantine_for,
         ),
     )
+    for name, cls in _CHILDREN.items():  # before the root's hints, which variants copy
+        invoices.apply_hints(
+            table_name=f"invoices__{name}",
+            write_disposition=_MERGE_SCD2_CHILD if scd2 else _MERGE_CHILD,  # type: ignore[arg-type]
+            columns={**_columns(cls), **_CHILD_KEYS},
+            create_table_variant=True,
+        )
+    invoices.apply_hints(
+        write_disposition=_MERGE_SCD2 if scd2 else _MERGE_ROOT,  # type: ignore[arg-type]
+        # scd2 keys a version by its `_dlt_id`, the other strategy an invoice by its id
+        primary_key=() if scd2 else "id",
+        columns={**_columns(Invoice), "_dlt_id": _CHILD_KEYS["_dlt_id"]},
+    )
+    yield invoices
     yield dlt.resource(
         _quarantine,
         name="quarantine",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -12,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import dlt
+import pyarrow.compute as pc
 import pytest
 
 from invoicing_async import BasicAuth, RateBudget
-from invoicing_async.contrib.dlt import _Account, invoicing_source
-from invoicing_async.models import InvoicePayment
+from invoicing_async._models import export
+from invoicing_async._models.stored import load_invoice_documents
+from invoicing_async.contrib.dlt import _Account, _tables, invoicing_source
+from invoicing_async.models import Invoice, InvoiceDetail, InvoiceHistoryRecord, InvoicePayment
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 from tests.conftest import running_in_thread
 
@@ -445,3 +449,130 @@ def test_revisions_come_from_the_destination_not_the_local_pipeline(
     )
     assert load(elsewhere, service)["fetch"] == 0
     assert current(elsewhere) == on_service(service)
+
+
+def test_unknown_fields_land_in_extra_in_every_table_of_the_load(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fields the models do not know are kept as JSON in `extra`, whichever of the load's
+    tables (here 100 invoices each) they come in."""
+    monkeypatch.setattr("invoicing_async.contrib.dlt._TABLE_SIZE", 100)
+    ids = sorted(service.account.invoices)
+    service.account.invoices[ids[150]].extra = {"new_field": "ünïcode"}
+    load(pipeline, service)
+    assert current(pipeline) == on_service(service)
+    [(extra,)] = query(pipeline, "SELECT extra FROM invoices WHERE extra IS NOT NULL")
+    assert json.loads(extra) == {"new_field": "ünïcode"}
+
+
+def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
+    """A child row's value decides for its invoice too: a price with five places, never
+    rounded, refuses invoice 1 with the reason; the others keep their rows and keys."""
+    body = (
+        b'[{"invoice": {"id": 1, "revision": 5, "details": [{"id": 8, "price": "1.23456"}]}},'
+        b' {"invoice": {"id": 2, "revision": 5, "mystery": {"a": 1}}},'
+        b' {"invoice": {"id": 3, "revision": 5, "details": [{"id": 9, "price": "1.5"}]}}]'
+    )
+    documents, unreadable = load_invoice_documents(body, "json", limit=100)
+    assert not unreadable
+    tables, refused = _tables(documents, scd2=False, stored={1, 3})
+    assert list(refused) == [1]
+    assert "price=1.23456 has more than 4 decimal places" in refused[1]
+    invoices = tables["invoices"]
+    assert invoices.column("id").to_pylist() == [2, 3]
+    assert invoices.column("_dlt_id").to_pylist() == ["2", "3"]
+    assert invoices.column("extra").to_pylist() == ['{"mystery": {"a": 1}}', None]
+    details = tables["invoices__details"]
+    real = details.filter(pc.invert(pc.starts_with(details.column("_dlt_id"), "-")))
+    assert real.column("price").to_pylist() == [Decimal("1.5")]
+    assert real.column("_dlt_id").to_pylist() == ["3.0"]
+    assert real.column("_dlt_root_id").to_pylist() == ["3"]
+    # a marker row for each stored invoice of the table: its stored lines are replaced
+    assert details.filter(pc.starts_with(details.column("_dlt_id"), "-")).to_pylist() == [
+        {**dict.fromkeys(details.column_names), "_dlt_id": "-3", "_dlt_root_id": "3"}
+    ]
+
+
+def columns_of(pipeline: dlt.Pipeline, table: str) -> set[str]:
+    found = query(
+        pipeline,
+        "SELECT column_name FROM information_schema.columns "
+        f"WHERE table_schema = 'invoicing' AND table_name = '{table}'",
+    )
+    return {name for (name,) in found}
+
+
+@pytest.mark.parametrize("scd2", [False, True])
+def test_exactly_the_documented_columns_are_stored_from_parquet(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, scd2: bool
+) -> None:
+    """The guide's list, no more: the models' columns, `extra`, and dlt's keys; no marker
+    column (`_deleted`) and no marker row, even after deletions; every child row joins
+    its invoice row. The load files are Parquet."""
+    load(pipeline, service, scd2=scd2)
+    change(service, 10, 3)
+    load(pipeline, service, scd2=scd2)
+    trace = pipeline.last_trace
+    assert trace is not None
+    assert trace.last_load_info is not None
+    jobs = trace.last_load_info.load_packages[0].jobs["completed_jobs"]
+    files = {j.job_file_info.file_format for j in jobs if "invoices" in j.job_file_info.table_name}
+    assert files == {"parquet", "sql"}  # the rows, and dlt's merge statements
+    validity = {"_dlt_valid_from", "_dlt_valid_to"} if scd2 else set()
+    models = {
+        "invoices": Invoice,
+        "details": InvoiceDetail,
+        "payments": InvoicePayment,
+        "history": InvoiceHistoryRecord,
+    }
+    for name, cls in models.items():
+        table = name if name == "invoices" else f"invoices__{name}"
+        scalars = set(export.scalar_columns(cls)) - {"destroy"}
+        keys = {"_dlt_id"} | validity if cls is Invoice else CHILD_KEYS
+        assert columns_of(pipeline, table) == scalars | {"extra"} | keys, table
+        assert query(pipeline, f"SELECT COUNT(*) FROM {table} WHERE _dlt_id LIKE '-%'") == [(0,)]
+        if cls is not Invoice:
+            orphans = query(
+                pipeline,
+                f"SELECT COUNT(*) FROM {table} AS c LEFT JOIN invoices AS i "
+                "ON c._dlt_root_id = i._dlt_id WHERE i._dlt_id IS NULL",
+            )
+            assert orphans == [(0,)], table
+
+    # The guide's join, in list order.
+    joined = query(
+        pipeline,
+        "SELECT i.id, i.invoice_id, d.description, d.price FROM invoices AS i "
+        "JOIN invoices__details AS d ON d._dlt_root_id = i._dlt_id "
+        + ("WHERE i._dlt_valid_to IS NULL " if scd2 else "")
+        + "ORDER BY i.id, d._dlt_list_idx",
+    )
+    lines = [
+        (i.id, i.invoice_id, line.description, line.price)
+        for i in sorted(service.account.invoices.values(), key=lambda i: i.id or 0)
+        for line in i.details
+    ]
+    assert joined == lines
+
+
+CHILD_KEYS = {"_dlt_id", "_dlt_parent_id", "_dlt_root_id", "_dlt_list_idx"}
+
+
+def test_an_invoice_left_without_lines_loses_its_stored_lines(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    """A changed invoice's child rows are replaced, even by none (its marker rows)."""
+    load(pipeline, service)
+    emptied = max(service.account.invoices)
+    service.clock.advance(60)
+    service.account.invoices[emptied].details = []
+    service.account.mutate(emptied)
+    service.clock.advance(2)
+    assert load(pipeline, service)["fetch"] == 1
+    assert current(pipeline) == on_service(service)
+    stored = query(
+        pipeline, f"SELECT COUNT(*) FROM invoices__details WHERE _dlt_root_id = '{emptied}'"
+    )
+    assert stored == [(0,)]
+    [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
