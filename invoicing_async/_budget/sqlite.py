@@ -259,7 +259,11 @@ class SQLiteBudgetStore:
                     db.execute("PRAGMA synchronous=NORMAL")
                     db.executescript(_SCHEMA)
 
-                retry_locked(prepare, self._timeout)
+                try:
+                    retry_locked(prepare, self._timeout)
+                except BaseException:
+                    db.close()  # a file still locked after the timeout: no connection left open
+                    raise
             except (OSError, sqlite3.Error) as exc:
                 raise BudgetUnavailableError(
                     f"file {self.path}: {exc}; check the path and its permissions"
@@ -357,7 +361,8 @@ class SQLiteBudgetStore:
         return await self._run(operation)
 
     async def close(self) -> None:
-        self._executor.shutdown(wait=False)
+        # Queued calls are dropped (they would open the file again after it is closed).
+        self._executor.shutdown(wait=False, cancel_futures=True)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
         with self._lock:
             if self._db is not None:

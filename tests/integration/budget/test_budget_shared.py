@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import random
 import socket
 import sqlite3
@@ -147,7 +148,7 @@ async def test_phantoms_are_one_counted_block_in_every_store(
     await spender_of(budget).settle(permit, limit=350, remaining=349)
     assert (await budget.refresh()).held_for_others == 99_650
     if shared_url.startswith("sqlite"):
-        with sqlite3.connect(sqlite_path(shared_url)) as db:
+        with contextlib.closing(sqlite3.connect(sqlite_path(shared_url))) as db:
             blocks = db.execute("SELECT count(*), sum(count) FROM budget_phantoms").fetchone()
     elif shared_url.startswith("postgresql"):
         import psycopg

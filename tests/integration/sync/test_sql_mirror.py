@@ -4,6 +4,7 @@ store filled by syncs from the fake service, their answers checked against the s
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 import sqlite3
@@ -63,7 +64,7 @@ class Mirror:
             return conn.execute(sql, {"account": "acme", **params}).fetchall()
 
     def sqlite(self, title: str, **params: Any) -> list[tuple[Any, ...]]:
-        with sqlite3.connect(self.sqlite_path) as db:
+        with contextlib.closing(sqlite3.connect(self.sqlite_path)) as db:
             return db.execute(QUERIES[title]["SQLite"], params).fetchall()
 
     def unpaid(self) -> list[m.Invoice]:
