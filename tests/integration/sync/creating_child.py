@@ -1,0 +1,33 @@
+"""Children that create one SQLite store at the same moment, for the creation race test.
+
+Forked from a forkserver that imported the package once, and released together by a
+barrier: the race is the creation itself, not three interpreters importing the package
+(0.3 s of CPU each) and arriving whenever their imports end.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.context import ForkServerContext
+from typing import Any
+
+from invoicing_async.sync import SQLiteStore
+
+GUARD = 60.0  # seconds: a sibling that never arrives is a hang, not a slow machine
+
+
+def create(path: str, barrier: Any, errors: Any) -> None:
+    """Wait for the siblings, then create the store at `path`; a failure goes to `errors`."""
+    barrier.wait(GUARD)
+    try:
+        SQLiteStore(path)
+    except BaseException as exc:
+        errors.put(f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def context() -> ForkServerContext:
+    """The forkserver context, its server importing this module (and so the package) once."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
