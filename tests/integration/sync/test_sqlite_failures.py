@@ -13,7 +13,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async.sync import SQLiteStore
-from tests.integration.sync import creating_child
+from tests.integration.sync import racing_children
 
 
 def snapshot(path: Path) -> bytes:
@@ -74,19 +74,19 @@ def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
 @pytest.mark.stress
 async def test_several_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
     """Three processes forked from one that imported the package, released together by a
-    barrier: they race on the creation itself (tests/integration/sync/creating_child.py)."""
-    ctx = creating_child.context()
+    barrier: they race on the creation itself (tests/integration/sync/racing_children.py)."""
+    ctx = racing_children.context()
     for trial in range(8):
         db = tmp_path / f"new-{trial}.db"
         barrier, failures = ctx.Barrier(3), ctx.SimpleQueue()
         processes = [
-            ctx.Process(target=creating_child.create, args=(str(db), barrier, failures))
+            ctx.Process(target=racing_children.create, args=(str(db), barrier, failures))
             for _ in range(3)
         ]
         for process in processes:
             process.start()
         for process in processes:
-            await asyncio.to_thread(process.join, creating_child.GUARD)
+            await asyncio.to_thread(process.join, racing_children.GUARD)
         errors = []
         while not failures.empty():
             errors.append(failures.get())

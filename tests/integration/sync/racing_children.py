@@ -1,17 +1,18 @@
-"""Children that create one SQLite store at the same moment, for the creation race test.
+"""Children that race their siblings (and the test) on a new SQLite file or a new schema.
 
 Forked from a forkserver that imported the package once, and released together by a
-barrier: the race is the creation itself, not three interpreters importing the package
-(0.3 s of CPU each) and arriving whenever their imports end.
+barrier: the race is the creation or the migration itself, not interpreters importing the
+package (0.3-0.5 s of CPU each) and arriving whenever their imports end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from multiprocessing.context import ForkServerContext
 from typing import Any
 
-from invoicing_async.sync import SQLiteStore
+from invoicing_async.sync import PostgresStore, SQLiteStore
 
 GUARD = 60.0  # seconds: a sibling that never arrives is a hang, not a slow machine
 
@@ -24,6 +25,17 @@ def create(path: str, barrier: Any, errors: Any) -> None:
     except BaseException as exc:
         errors.put(f"{type(exc).__name__}: {exc}")
         raise
+
+
+def migrate(url: str, barrier: Any, results: Any) -> None:
+    """Wait for the others, then migrate `url`: ("applied", versions) or ("error", why)."""
+    barrier.wait(GUARD)
+    try:
+        applied = asyncio.run(PostgresStore.migrate(url))
+    except BaseException as exc:
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+        raise
+    results.put(("applied", str(applied)))
 
 
 def context() -> ForkServerContext:
