@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,9 @@ import pytest
 from invoicing_async._sync.plan import plan_sync
 from invoicing_async.sync import SyncEngine
 from invoicing_async.testing import FakeInvoicingService
+from tests import forked
 from tests.events import until
+from tests.integration.reliability import sync_child
 from tests.integration.reliability.sync_child import open_store
 from tests.servers import POSTGRES
 
@@ -25,19 +26,35 @@ KILL_POINTS = 6
 KILLS = 3 * KILL_POINTS
 
 
-async def child(service: FakeInvoicingService, ca: Path, db: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.integration.reliability.sync_child",
-        service.base_url,
-        service.username,
-        service.password,
-        str(ca),
-        db,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).parents[3],
-    )
+class Child:
+    """A sync run in a process forked from the tests' forkserver (tests/forked.py): a fork,
+    not a new interpreter importing the package for each of the 38 runs."""
+
+    def __init__(self, service: FakeInvoicingService, ca: Path, db: str) -> None:
+        ctx = forked.context()
+        self.started_event = ctx.Event()
+        args = (service.base_url, service.username, service.password, str(ca), db)
+        self.process = ctx.Process(target=sync_child.run, args=(args, self.started_event))
+        self.process.start()
+
+    async def started(self) -> bool:
+        """Whether the run opened its client and store (False: it never did, a hang)."""
+        return await asyncio.to_thread(self.started_event.wait, forked.GUARD)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    async def wait(self) -> int | None:
+        await asyncio.to_thread(self.process.join, forked.GUARD)
+        return self.process.exitcode
+
+
+async def child(service: FakeInvoicingService, ca: Path, db: str) -> Child:
+    return Child(service, ca, db)
 
 
 def count(service: FakeInvoicingService, suffix: str, since: int = 0) -> int:
@@ -81,8 +98,7 @@ async def test_sigkill_at_random_points_converges(
             before = await needed(service, db)
             mark = len(account.requests)
             process = await child(service, ca, db)
-            assert process.stdout is not None
-            await process.stdout.readline()  # "started": the process is up
+            assert await process.started()  # the process is up
             # A point of the run: after its first `answered` requests were answered (0: before
             # any), by the run's own events, not a random delay; every point in turn.
             answered = kill % KILL_POINTS

@@ -1,20 +1,17 @@
 """Children that race their siblings (and the test) on a new SQLite file or a new schema.
 
-Forked from a forkserver that imported the package once, and released together by a
-barrier: the race is the creation or the migration itself, not interpreters importing the
+Forked from one forkserver (tests/forked.py) that imported the package once, and released
+together by a barrier: the race is the creation or the migration itself, not interpreters importing the
 package (0.3-0.5 s of CPU each) and arriving whenever their imports end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-from multiprocessing.context import ForkServerContext
 from typing import Any
 
 from invoicing_async.sync import PostgresStore, SQLiteStore
-
-GUARD = 60.0  # seconds: a sibling that never arrives is a hang, not a slow machine
+from tests.forked import GUARD
 
 
 def create(path: str, barrier: Any, errors: Any) -> None:
@@ -36,10 +33,3 @@ def migrate(url: str, barrier: Any, results: Any) -> None:
         results.put(("error", f"{type(exc).__name__}: {exc}"))
         raise
     results.put(("applied", str(applied)))
-
-
-def context() -> ForkServerContext:
-    """The forkserver context, its server importing this module (and so the package) once."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
-    return ctx

@@ -27,6 +27,7 @@ from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
+from tests import forked
 from tests.integration.sync import racing_children
 from tests.integration.sync.documents import documents_of
 from tests.servers import PostgresServer, free_port
@@ -224,7 +225,7 @@ def _versions(url: str) -> list[tuple[int, str]]:
 async def test_concurrent_migrations_apply_each_version_once(empty_postgres_url: str) -> None:
     """Three processes (forked from one that imported the package) and six migrations in
     this one, released together (tests/integration/sync/racing_children.py)."""
-    ctx = racing_children.context()
+    ctx = forked.context()
     for _trial in range(4):
         with psycopg.connect(empty_postgres_url) as conn:
             conn.execute(
@@ -238,12 +239,12 @@ async def test_concurrent_migrations_apply_each_version_once(empty_postgres_url:
         ]
         for process in processes:
             process.start()
-        await asyncio.to_thread(barrier.wait, racing_children.GUARD)
+        await asyncio.to_thread(barrier.wait, forked.GUARD)
         in_process = await asyncio.gather(
             *(PostgresStore.migrate(empty_postgres_url) for _ in range(6))
         )
         for process in processes:
-            await asyncio.to_thread(process.join, racing_children.GUARD)
+            await asyncio.to_thread(process.join, forked.GUARD)
         outputs = [results.get() for _ in processes]
         assert [why for kind, why in outputs if kind == "error"] == []
         children = [applied for _, applied in outputs]

@@ -13,6 +13,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async.sync import SQLiteStore
+from tests import forked
 from tests.integration.sync import racing_children
 
 
@@ -75,7 +76,7 @@ def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
 async def test_several_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
     """Three processes forked from one that imported the package, released together by a
     barrier: they race on the creation itself (tests/integration/sync/racing_children.py)."""
-    ctx = racing_children.context()
+    ctx = forked.context()
     for trial in range(8):
         db = tmp_path / f"new-{trial}.db"
         barrier, failures = ctx.Barrier(3), ctx.SimpleQueue()
@@ -86,7 +87,7 @@ async def test_several_processes_creating_one_new_file_at_once(tmp_path: Path) -
         for process in processes:
             process.start()
         for process in processes:
-            await asyncio.to_thread(process.join, racing_children.GUARD)
+            await asyncio.to_thread(process.join, forked.GUARD)
         errors = []
         while not failures.empty():
             errors.append(failures.get())
