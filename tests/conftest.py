@@ -21,7 +21,7 @@ from tests.scripted import ScriptedAPI
 # Example counts are the profile's: `dev` (small, the default) for local runs, `ci` (larger)
 # when CI=true; HYPOTHESIS_PROFILE names either one explicitly.
 settings.register_profile("dev", max_examples=10)
-settings.register_profile("ci", max_examples=500, print_blob=True)
+settings.register_profile("ci", max_examples=200, print_blob=True)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE")
     or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")

@@ -239,6 +239,7 @@ def postgres_template(postgres_server: PostgresServer) -> str:
     schemas, and procrastinate's): the template of every `postgres_url`. Nobody connects
     to it after, since PostgreSQL copies only a template no session is using."""
     import asyncio
+    import concurrent.futures
 
     import psycopg
     from procrastinate.schema import SchemaManager
@@ -249,7 +250,10 @@ def postgres_template(postgres_server: PostgresServer) -> str:
     name = "t_migrated_template"
     with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    asyncio.run(migrations.migrate(postgres_server.url(name), COMPONENTS))
+    # In a thread of its own: a test that is already on a loop may be the first to ask for
+    # it (`request.getfixturevalue("postgres_url")`), and asyncio.run refuses a running loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, migrations.migrate(postgres_server.url(name), COMPONENTS)).result()
     with psycopg.connect(postgres_server.url(name)) as conn:
         conn.execute(SchemaManager.get_schema())
     return name

@@ -125,7 +125,7 @@ def test_add_and_import_refuse_plain_http_and_an_unusable_ca_file_at_once(
     )
 
 
-def test_ten_thousand_accounts_are_imported_in_under_ten_seconds(
+def test_ten_thousand_accounts_are_imported_in_one_transaction(
     migrated: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = tmp_path / "many.csv"
@@ -142,7 +142,9 @@ def test_ten_thousand_accounts_are_imported_in_under_ten_seconds(
     assert "10000 added" in capsys.readouterr().out
     with capsys.disabled():
         print(f"\nimported 10,000 accounts in {seconds:.2f}s")
-    assert seconds < 10.0
+    # One transaction wrote every row (one round of writes, not one per row): its speed is
+    # benchmarks/bench_jobs.py's (the import's time is reported there), not a bound here.
+    assert query(migrated, "SELECT count(DISTINCT xmin::text) FROM invoicing_accounts") == [(1,)]
     assert query(migrated, "SELECT count(*), count(DISTINCT host) FROM invoicing_accounts") == [
         (10_000, 50)
     ]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from invoicing_async._jobs.tasks import SYNC_TASK, Jobs
 from invoicing_async._secrets import SecretError, SecretPolicy
 from invoicing_async.sync import PostgresStore
 from invoicing_async.testing import FakeInvoicingService
+from tests.events import DB_LOOK, until
 
 ROOT = Path(__file__).parents[3]
 SECRET_ENV = "INVOICING_SECRET_TEST_JOBS"
@@ -80,15 +82,6 @@ async def serve(url: str) -> None:
 async def stored(url: str, account: str) -> int:
     async with PostgresStore(url, account=account, migrate=False) as store:
         return len(await store.revisions())
-
-
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Wait for `condition` (polled: it reads the database), failing after `timeout`."""
-    for _ in range(int(timeout / 0.05)):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("timed out waiting")
 
 
 def sync_jobs(url: str) -> list[str]:
@@ -263,10 +256,11 @@ async def test_a_worker_process_has_one_pool(
     assert 1 <= peak <= 10 + 1  # the pool, and procrastinate's LISTEN connection
     print(f"peak {peak} connections over {len(seen)} samples")
     # A backend leaves pg_stat_activity a moment after its client hangs up.
-    for _ in range(200):
-        if not await our_connections(migrated):
-            break
-        await asyncio.sleep(0.05)
+
+    async def all_gone() -> bool:
+        return not await our_connections(migrated)
+
+    await until(all_gone, "our backends left pg_stat_activity", look=DB_LOOK)
     assert await our_connections(migrated) == []
 
 
@@ -320,11 +314,13 @@ async def test_two_workers_never_sync_one_account_at_once(
         await jobs.enqueue(["acme"])
         workers = [asyncio.create_task(serve(migrated)) for _ in range(2)]
         try:
-            await until(lambda: runs(migrated) == ["running"])
+            await until(lambda: runs(migrated) == ["running"], "the run started", look=DB_LOOK)
             # One running, so one more may wait; a third finds it waiting.
             assert await jobs.enqueue(["acme"]) == {"acme": "queued"}
             assert await jobs.enqueue(["acme"]) == {"acme": "waiting"}
-            await until(lambda: runs(migrated) == ["complete", "complete"])
+            await until(
+                lambda: runs(migrated) == ["complete", "complete"], "both runs", look=DB_LOOK
+            )
         finally:
             for worker in workers:
                 worker.cancel()
@@ -371,7 +367,7 @@ async def killed_mid_run(url: str, service: FakeInvoicingService) -> None:
     await add(url, service)
     first = await worker_process(url)
     try:
-        await until(lambda: runs(url) == ["running"])
+        await until(lambda: runs(url) == ["running"], "the run started", look=DB_LOOK)
     finally:
         first.send_signal(signal.SIGKILL)
         await first.wait()
@@ -496,7 +492,7 @@ async def test_the_worker_command_syncs_and_stops_on_sigterm(
     await add(migrated, service)
     worker = await worker_process(migrated)
     try:
-        await until(lambda: runs(migrated) == ["complete"])
+        await until(lambda: runs(migrated) == ["complete"], "the run completed", look=DB_LOOK)
     finally:
         worker.send_signal(signal.SIGTERM)
         out, err = await asyncio.wait_for(worker.communicate(), 30)
@@ -757,18 +753,28 @@ async def test_the_watchdog_recovers_stalled_jobs_every_interval(
 async def test_a_running_worker_recovers_a_killed_workers_job_promptly(
     migrated: str, service: FakeInvoicingService
 ) -> None:
-    """Not at the dispatcher's next minute: within `stalled_after` and a watchdog tick."""
+    """Not at the dispatcher's next minute: by the worker's watchdog (within `stalled_after`
+    and a tick), seen as the watchdog's own recovery, not as a time bound."""
     await killed_mid_run(migrated, service)
     service.account.faults.latency = 0.0
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    recoveries: list[tuple[str, list[str]]] = []
     async with Jobs(migrated, stalled_after=2) as jobs:
+        recover = jobs.recover_stalled
+
+        async def recording() -> list[str]:
+            frame = inspect.currentframe()
+            caller = frame.f_back.f_code.co_name if frame and frame.f_back else "?"
+            found = await recover()
+            recoveries.append((caller, found))
+            return found
+
+        jobs.recover_stalled = recording  # type: ignore[method-assign]
         task = asyncio.create_task(
             jobs.run_worker(concurrency=1, heartbeat=0.5, install_signal_handlers=False)
         )
         try:
-            await until(lambda: runs(migrated) == ["lost", "complete"], timeout=15)
+            await until(lambda: runs(migrated) == ["lost", "complete"], "recovered", look=DB_LOOK)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-    assert loop.time() - started < 15
+    assert ("watch_stalled", ["acme"]) in recoveries, recoveries

@@ -18,6 +18,7 @@ from invoicing_async._jobs.tasks import Jobs
 from invoicing_async.testing import FakeInvoicingService
 from tests.acceptance.jobs.test_jobs import SECRET_ENV, acli, add, cli, query
 from tests.acceptance.jobs.test_jobs import service as service  # the fixture
+from tests.events import DB_LOOK, until
 
 
 @pytest.fixture
@@ -72,16 +73,16 @@ async def test_a_worker_serves_its_run_metrics_queue_and_health(
     )
     try:
         samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-        for _ in range(600):
-            await asyncio.sleep(0.05)
+
+        async def both_runs_shown() -> bool:
+            nonlocal samples
             try:
                 samples = await scrape(port)
             except aiohttp.ClientConnectionError:
-                continue  # not listening yet
-            if sum(v for (n, _), v in samples.items() if n == "invoicing_runs_total") >= 2:
-                break
-        else:
-            raise AssertionError(f"the worker's runs never showed: {samples}")
+                return False  # not listening yet
+            return sum(v for (n, _), v in samples.items() if n == "invoicing_runs_total") >= 2
+
+        await until(both_runs_shown, "the worker's two runs in its metrics", look=DB_LOOK)
         assert samples[("invoicing_runs_total", (("outcome", "complete"),))] == 1
         assert samples[("invoicing_runs_total", (("outcome", "error"),))] == 1
         assert samples[("invoicing_run_duration_seconds_count", (("outcome", "complete"),))] == 1

@@ -9,7 +9,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import aiohttp
 import pytest
@@ -17,12 +17,13 @@ import pytest
 from invoicing_async.testing import FakeInvoicingService
 from tests.acceptance.jobs.postgres_process import RestartablePostgres
 from tests.acceptance.jobs.test_jobs import ROOT, SECRET_ENV, acli, add, query, runs, stored
+from tests.events import DB_LOOK, until
 from tests.servers import ServerUnavailable, free_port, require_server
 
 pytestmark = [pytest.mark.servers, pytest.mark.slow]
 
-#: Polls of a condition, 0.05 s apart: a generous bound against a hang, not a speed claim.
-POLLS = 2400
+#: A worker process's start under load: a generous guard against a hang, not a speed claim.
+STARTUP_GUARD = 120.0
 
 
 @pytest.fixture
@@ -36,15 +37,6 @@ def postgres() -> Iterator[RestartablePostgres]:
         yield server
     finally:
         server.stop()
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll `condition()` (it reads the database), at most `POLLS` times."""
-    for _ in range(POLLS):
-        if await asyncio.to_thread(condition):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def healthz(port: int) -> int | None:
@@ -94,16 +86,28 @@ async def test_a_worker_exits_non_zero_after_its_database_restarts_and_the_next_
 
         reader = asyncio.create_task(read())
         try:
-            await until(lambda: runs(url) == ["running"], "the run started")
+            await until(
+                lambda: asyncio.to_thread(lambda: runs(url) == ["running"]),
+                "the run started",
+                guard=STARTUP_GUARD,
+                look=DB_LOOK,
+            )
             await until(lambda: len(service.account.requests) >= 2, "the run sent requests")
             assert await healthz(port) == 200
             postgres.kill()
             await stopping.wait()  # procrastinate lost its listener or heartbeat
             postgres.start()
             # Back to a database that answers, it must still say it cannot run jobs.
-            while (status := await healthz(port)) is not None:
-                assert status == 503
-                await asyncio.sleep(0.05)
+            statuses: list[int] = []
+
+            async def stopped_serving() -> bool:
+                status = await healthz(port)
+                if status is not None:
+                    statuses.append(status)
+                return status is None
+
+            await until(stopped_serving, "the worker stopped serving /healthz", look=DB_LOOK)
+            assert set(statuses) <= {503}, statuses
             await worker.wait()
             await reader
         finally:

@@ -1,4 +1,5 @@
-"""A sync run in its own process, for the crash tests: argv = base_url user password ca db.
+"""A sync run in its own process, for the crash tests: `run`, in a child forked from the
+tests' forkserver (tests/forked.py).
 
 `db` is a SQLite path, or a ``postgresql://`` URL (the store's account is "crashy").
 """
@@ -7,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import sys
+from collections.abc import Callable
+from typing import Any
 
 import invoicing_async as ia
 from invoicing_async.sync import PostgresStore, SQLiteStore, SyncEngine
@@ -20,7 +22,14 @@ def open_store(db: str, account: str = "crashy") -> SQLiteStore | PostgresStore:
     return SQLiteStore(db)
 
 
-async def main(base_url: str, user: str, password: str, ca: str, db: str) -> None:
+async def main(
+    base_url: str,
+    user: str,
+    password: str,
+    ca: str,
+    db: str,
+    started: Callable[[], object],
+) -> None:
     context = ssl.create_default_context(cafile=ca)
     async with (
         ia.InvoicingClient(
@@ -32,9 +41,10 @@ async def main(base_url: str, user: str, password: str, ca: str, db: str) -> Non
         ) as client,
         open_store(db) as store,
     ):
-        print("started", flush=True)
+        started()
         await SyncEngine(client, store, concurrency=1).run()
 
 
-if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:6]))
+def run(args: tuple[str, str, str, str, str], started: Any) -> None:
+    """In a forked child: the run, setting the `started` event once client and store are open."""
+    asyncio.run(main(*args, started=started.set))

@@ -5,34 +5,56 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from invoicing_async._sync.plan import plan_sync
 from invoicing_async.sync import SyncEngine
 from invoicing_async.testing import FakeInvoicingService
+from tests import forked
+from tests.events import until
+from tests.integration.reliability import sync_child
 from tests.integration.reliability.sync_child import open_store
 from tests.servers import POSTGRES
 
 INVOICES = 1200
-KILLS = 50
+#: Kill points: after 0..5 answered requests of the run (0: before any, 5: past a resume's
+#: last), each taken three times per backend.
+KILL_POINTS = 6
+KILLS = 3 * KILL_POINTS
 
 
-async def child(service: FakeInvoicingService, ca: Path, db: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.integration.reliability.sync_child",
-        service.base_url,
-        service.username,
-        service.password,
-        str(ca),
-        db,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).parents[3],
-    )
+class Child:
+    """A sync run in a process forked from the tests' forkserver (tests/forked.py): a fork,
+    not a new interpreter importing the package for each of the 38 runs."""
+
+    def __init__(self, service: FakeInvoicingService, ca: Path, db: str) -> None:
+        ctx = forked.context()
+        self.started_event = ctx.Event()
+        args = (service.base_url, service.username, service.password, str(ca), db)
+        self.process = ctx.Process(target=sync_child.run, args=(args, self.started_event))
+        self.process.start()
+
+    async def started(self) -> bool:
+        """Whether the run opened its client and store (False: it never did, a hang)."""
+        return await asyncio.to_thread(self.started_event.wait, forked.GUARD)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    async def wait(self) -> int | None:
+        await asyncio.to_thread(self.process.join, forked.GUARD)
+        return self.process.exitcode
+
+
+async def child(service: FakeInvoicingService, ca: Path, db: str) -> Child:
+    return Child(service, ca, db)
 
 
 def count(service: FakeInvoicingService, suffix: str, since: int = 0) -> int:
@@ -46,7 +68,7 @@ async def needed(service: FakeInvoicingService, db: str) -> int:
     return len(plan.to_fetch)
 
 
-pytestmark = [pytest.mark.reliability, pytest.mark.stress]  # 50 SIGKILLs per backend
+pytestmark = [pytest.mark.reliability, pytest.mark.stress]  # 18 SIGKILLs per backend
 
 
 @pytest.mark.parametrize("backend", ["sqlite", POSTGRES])
@@ -67,7 +89,7 @@ async def test_sigkill_at_random_points_converges(
             db, clean_db = str(tmp_path / "crashy.db"), str(tmp_path / "clean.db")
         interrupted = 0
         worst_waste = 0
-        for _ in range(KILLS):
+        for kill in range(KILLS):
             for ident in rng.sample(sorted(account.invoices), 250):
                 account.mutate(ident)  # always work to do, and to lose
             # The run reads them after their second is over: no same-second re-reads, so
@@ -76,15 +98,24 @@ async def test_sigkill_at_random_points_converges(
             before = await needed(service, db)
             mark = len(account.requests)
             process = await child(service, ca, db)
-            assert process.stdout is not None
-            await process.stdout.readline()  # "started": the process is up
-            await asyncio.sleep(rng.uniform(0.0, 0.5))
+            assert await process.started()  # the process is up
+            # A point of the run: after its first `answered` requests were answered (0: before
+            # any), by the run's own events, not a random delay; every point in turn.
+            answered = kill % KILL_POINTS
+
+            def reached(mark: int = mark, answered: int = answered, run: Any = process) -> bool:
+                return len(account.requests) - mark >= answered or run.returncode is not None
+
+            await until(reached, f"the run's request {answered} answered, or its end")
             if process.returncode is None:
                 process.kill()
                 interrupted += 1
             await process.wait()
             # The server finishes (and logs) a request the dead client had in flight.
-            await asyncio.sleep(0.2)
+            await until(
+                lambda: account.requests_total == len(account.requests),
+                "no request of the dead run in flight",
+            )
             after = await needed(service, db)
             # What the killed run spent: one list, the batches it committed, and at most
             # the one batch in flight when it died.

@@ -27,6 +27,8 @@ from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async._sync.postgres import SCHEMA
 from invoicing_async.sync import PendingEntry, PostgresStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService, populate
+from tests import forked
+from tests.integration.sync import racing_children
 from tests.integration.sync.documents import documents_of
 from tests.servers import PostgresServer, free_port
 
@@ -219,41 +221,33 @@ def _versions(url: str) -> list[tuple[int, str]]:
         ]
 
 
-MIGRATE_CHILD = textwrap.dedent(
-    """
-    import asyncio, sys
-    from invoicing_async.sync import PostgresStore
-    print(asyncio.run(PostgresStore.migrate(sys.argv[1])))
-    """
-)
-
-
-async def migrate_in_a_process(url: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        MIGRATE_CHILD,
-        url,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
 @pytest.mark.stress
 async def test_concurrent_migrations_apply_each_version_once(empty_postgres_url: str) -> None:
+    """Three processes (forked from one that imported the package) and six migrations in
+    this one, released together (tests/integration/sync/racing_children.py)."""
+    ctx = forked.context()
     for _trial in range(4):
         with psycopg.connect(empty_postgres_url) as conn:
             conn.execute(
                 "DROP TABLE IF EXISTS invoicing_schema, invoicing_migrations, invoicing_invoices,"
                 " invoicing_pending, invoicing_accounts, invoicing_runs"
             )
-        processes = [await migrate_in_a_process(empty_postgres_url) for _ in range(3)]
+        barrier, results = ctx.Barrier(4), ctx.SimpleQueue()
+        processes = [
+            ctx.Process(target=racing_children.migrate, args=(empty_postgres_url, barrier, results))
+            for _ in range(3)
+        ]
+        for process in processes:
+            process.start()
+        await asyncio.to_thread(barrier.wait, forked.GUARD)
         in_process = await asyncio.gather(
             *(PostgresStore.migrate(empty_postgres_url) for _ in range(6))
         )
-        outputs = [await p.communicate() for p in processes]
-        assert [err.decode() for _, err in outputs] == ["", "", ""]
-        children = [out.decode().strip() for out, _ in outputs]
+        for process in processes:
+            await asyncio.to_thread(process.join, forked.GUARD)
+        outputs = [results.get() for _ in processes]
+        assert [why for kind, why in outputs if kind == "error"] == []
+        children = [applied for _, applied in outputs]
         applied = [str(a) for a in in_process] + children
         assert sorted(applied) == [str(ALL)] + ["[]"] * 8  # one migrated, eight found it done
         assert [v for v, _ in _versions(empty_postgres_url)] == ALL

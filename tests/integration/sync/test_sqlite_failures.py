@@ -13,6 +13,8 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async.sync import SQLiteStore
+from tests import forked
+from tests.integration.sync import racing_children
 
 
 def snapshot(path: Path) -> bytes:
@@ -72,19 +74,25 @@ def test_an_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
 
 @pytest.mark.stress
 async def test_several_processes_creating_one_new_file_at_once(tmp_path: Path) -> None:
-    code = "import sys; from invoicing_async.sync import SQLiteStore; SQLiteStore(sys.argv[1])"
+    """Three processes forked from one that imported the package, released together by a
+    barrier: they race on the creation itself (tests/integration/sync/racing_children.py)."""
+    ctx = forked.context()
     for trial in range(8):
         db = tmp_path / f"new-{trial}.db"
+        barrier, failures = ctx.Barrier(3), ctx.SimpleQueue()
         processes = [
-            await asyncio.create_subprocess_exec(
-                sys.executable, "-c", code, str(db), stderr=asyncio.subprocess.PIPE
-            )
+            ctx.Process(target=racing_children.create, args=(str(db), barrier, failures))
             for _ in range(3)
         ]
-        results = [await p.communicate() for p in processes]
-        errors = [err.decode() for _, err in results if err]
+        for process in processes:
+            process.start()
+        for process in processes:
+            await asyncio.to_thread(process.join, forked.GUARD)
+        errors = []
+        while not failures.empty():
+            errors.append(failures.get())
         assert errors == []
-        assert [p.returncode for p in processes] == [0, 0, 0]
+        assert [p.exitcode for p in processes] == [0, 0, 0]
         with sqlite3.connect(db) as raw:
             assert raw.execute("SELECT value FROM meta").fetchall() == [("1",)]
         raw.close()
