@@ -11,8 +11,8 @@ import os
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -23,7 +23,6 @@ from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
 from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._budget.postgres import PostgresBudgetStore
 from invoicing_async._extras import install_hint
-from invoicing_async._jobs import schema
 from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
     StartedRun,
@@ -51,13 +50,18 @@ if TYPE_CHECKING:
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
     Conn = AsyncConnection[TupleRow]
 
-__all__ = ["DISPATCH_TASK", "SYNC_TASK", "Jobs", "require_procrastinate"]
+__all__ = ["COMPONENTS", "DISPATCH_TASK", "SYNC_TASK", "Jobs"]
 
 logger = logging.getLogger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
-COMPONENTS = (store_postgres.SCHEMA, budget_postgres.SCHEMA, schema.SCHEMA)
+#: Every schema a jobs database holds; the jobs layer's own (accounts, runs) in ``_jobs/sql/``.
+COMPONENTS = (
+    store_postgres.SCHEMA,
+    budget_postgres.SCHEMA,
+    migrations.Component("jobs", "invoicing_async._jobs"),
+)
 # An account is queued (due_at NULL) while its job waits or runs; one whose job is gone
 # is due again: at worst a run more, never an account forgotten.
 _ORPHANS_DUE = """
@@ -75,14 +79,6 @@ _DEFER_BATCH = 500
 _FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Seconds between writes of a run's progress.
 _PROGRESS_EVERY = 2.0
-
-
-def require_procrastinate() -> None:
-    """Raise `ConfigurationError` naming the extra when procrastinate is not installed."""
-    try:
-        import procrastinate  # noqa: F401
-    except ImportError:
-        raise ConfigurationError(_INSTALL) from None
 
 
 class Jobs:
@@ -104,8 +100,10 @@ class Jobs:
         secret_policy: SecretPolicy | None = None,
         observers: Sequence[RunObserver] = (),
     ) -> None:
-        require_procrastinate()
-        import procrastinate
+        try:
+            import procrastinate
+        except ImportError:
+            raise ConfigurationError(_INSTALL) from None
 
         self.database_url = database_url
         self.stalled_after = stalled_after
@@ -386,7 +384,8 @@ class Jobs:
                 return "gone"
             progress = _Progress(self.pool, started.run_id)
             run = self.account_run(started.account, started.failures, progress)
-            run = attrs.evolve(run, lock=functools.partial(_already, started.locked))
+            # The account's lock as `start_run` took it (or found it held).
+            run = attrs.evolve(run, lock=lambda: nullcontext(started.locked))
             try:
                 outcome = await run.run()
             except asyncio.CancelledError:
@@ -458,12 +457,6 @@ class Jobs:
             except Exception as exc:
                 failure = exc
         raise failure
-
-
-@asynccontextmanager
-async def _already(locked: bool) -> AsyncIterator[bool]:
-    """The account's lock as `start_run` took it (or found it held)."""
-    yield locked
 
 
 def _cancelled(task: asyncio.Task[Any] | None) -> bool:
