@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -113,12 +113,4 @@ def span(
     """A span made current for the block (None inside when OpenTelemetry is off)."""
     if not configured():
         return _NO_SPAN
-    return _current_span(name, attributes)
-
-
-@contextlib.contextmanager
-def _current_span(
-    name: str, attributes: Mapping[str, str | int | float | bool] | None
-) -> Iterator[Span]:
-    with tracer().start_as_current_span(name, attributes=attributes) as current:
-        yield current
+    return tracer().start_as_current_span(name, attributes=attributes)

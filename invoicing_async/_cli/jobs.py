@@ -255,6 +255,7 @@ async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
 
 
 async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
+    from invoicing_async._account_run import Credentials
     from invoicing_async._jobs import accounts as a
 
     if args.accounts_command == "import":
@@ -265,12 +266,14 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
                 account = a.new_account(
                     args.name,
                     base_url=args.base_url,
-                    username=args.username,
-                    secret=args.secret,
+                    credentials=Credentials(
+                        args.username,
+                        args.secret,
+                        oauth1=args.oauth1,
+                        token=args.token,
+                        token_secret=args.token_secret,
+                    ),
                     format=args.format,
-                    oauth1=args.oauth1,
-                    token=args.token,
-                    token_secret=args.token_secret,
                     ca_file=args.ca_file,
                     hourly_limit=args.limit,
                     every_seconds=args.every,
@@ -308,17 +311,12 @@ async def _import(path: Path, jobs: Jobs) -> int:
     rows: list[a.Account] = []
 
     def check(config: AccountConfig) -> None:
-        credentials = config.credentials()
         try:
             account = a.new_account(
                 config.name,
                 base_url=config.base_url,
-                username=credentials.username,
-                secret=credentials.secret,
+                credentials=config.credentials(),
                 format=config.format,
-                oauth1=credentials.oauth1,
-                token=credentials.token,
-                token_secret=credentials.token_secret,
                 ca_file=None if config.ca_file is None else str(config.ca_file),
                 hourly_limit=config.hourly_limit,
                 every_seconds=config.every_seconds,

@@ -81,12 +81,8 @@ def new_account(
     name: str,
     *,
     base_url: str,
-    username: str,
-    secret: str,
+    credentials: Credentials,
     format: str = "xml",
-    oauth1: bool = False,
-    token: str | None = None,
-    token_secret: str | None = None,
     ca_file: str | None = None,
     hourly_limit: int = 350,
     every_seconds: int = 86400,
@@ -105,13 +101,14 @@ def new_account(
             raise AccountError(f"account {name!r}: {problem}")
     if format not in ("xml", "json"):
         raise AccountError(f"account {name!r}: format must be 'xml' or 'json'")
+    username, oauth1, token = credentials.username, credentials.oauth1, credentials.token
     if not username:
         raise AccountError(f"account {name!r}: a username (or OAuth 1 consumer key) is needed")
     if not all(text.isprintable() for text in (username, token or "")):
         raise AccountError(
             f"account {name!r}: the username and token must not hold control characters"
         )
-    if oauth1 and not (token and token_secret):
+    if oauth1 and not (token and credentials.token_secret):
         raise AccountError(f"account {name!r}: OAuth 1 needs --token and --token-secret")
     if hourly_limit < 1 or every_seconds < 1:
         raise AccountError(f"account {name!r}: the limit and the interval must be positive")
@@ -123,10 +120,10 @@ def new_account(
         format="json" if format == "json" else "xml",
         auth="oauth1" if oauth1 else "basic",
         username=username,
-        secret_ref=_reference(secret, "secret"),
+        secret_ref=_reference(credentials.secret, "secret"),
         token=token if oauth1 else None,
-        token_secret_ref=_reference(token_secret, "token secret")
-        if oauth1 and token_secret
+        token_secret_ref=_reference(credentials.token_secret, "token secret")
+        if oauth1 and credentials.token_secret
         else None,
         ca_file=ca_file,
         hourly_limit=hourly_limit,
