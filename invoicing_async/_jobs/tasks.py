@@ -13,16 +13,21 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import attrs
+import procrastinate
+from procrastinate import JobContext
+from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.jobs import Status
+from procrastinate.manager import JobManager
+from procrastinate.schema import SchemaManager
 
 import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
 from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._budget.postgres import PostgresBudgetStore
-from invoicing_async._extras import install_hint
 from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
     StartedRun,
@@ -39,10 +44,9 @@ from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.report import SyncProgress
-from invoicing_async.errors import ConfigurationError, StoreError
+from invoicing_async.errors import StoreError
 
 if TYPE_CHECKING:
-    import procrastinate
     from psycopg import AsyncConnection
     from psycopg.rows import TupleRow
     from psycopg_pool import AsyncConnectionPool
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
     Conn = AsyncConnection[TupleRow]
 
-__all__ = ["COMPONENTS", "DISPATCH_TASK", "SYNC_TASK", "Jobs"]
+__all__ = ["COMPONENTS", "DISPATCH_TASK", "SYNC_TASK", "Jobs", "WatchedJobManager"]
 
 logger = logging.getLogger("invoicing_async.jobs")
 
@@ -71,7 +75,6 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
         (j.status = 'todo' AND j.queueing_lock = a.name)
         OR (j.status = 'doing' AND j.lock = a.name)))
 """
-_INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Jobs deferred in one statement.
 _DEFER_BATCH = 500
@@ -79,6 +82,40 @@ _DEFER_BATCH = 500
 _FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Seconds between writes of a run's progress.
 _PROGRESS_EVERY = 2.0
+
+T = TypeVar("T")
+
+
+class WatchedJobManager(JobManager):
+    """procrastinate's `JobManager`, whose `failure` names at once the first failure of the
+    worker's side loops, which stops the worker (for `/healthz` and the worker's exit)."""
+
+    failure: str | None = None
+
+    async def _watched(self, what: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except AlreadyEnqueued:  # the dispatcher's job already waits: not a failure
+            raise
+        except Exception as exc:
+            if self.failure is None:  # procrastinate's "Database error." wraps psycopg's
+                self.failure = f"{what}: {describe(exc.__cause__ or exc)}"
+            raise
+
+    async def fetch_job(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._watched("fetching jobs failed", super().fetch_job(*args, **kwargs))
+
+    async def listen_for_jobs(self, *args: Any, **kwargs: Any) -> None:
+        call = super().listen_for_jobs(*args, **kwargs)
+        await self._watched("the job listener failed", call)
+
+    async def defer_periodic_job(self, *args: Any, **kwargs: Any) -> Any:
+        call = super().defer_periodic_job(*args, **kwargs)
+        return await self._watched("deferring the dispatcher failed", call)
+
+    async def update_heartbeat(self, *args: Any, **kwargs: Any) -> None:
+        call = super().update_heartbeat(*args, **kwargs)
+        await self._watched("the worker heartbeat failed", call)
 
 
 class Jobs:
@@ -100,11 +137,6 @@ class Jobs:
         secret_policy: SecretPolicy | None = None,
         observers: Sequence[RunObserver] = (),
     ) -> None:
-        try:
-            import procrastinate
-        except ImportError:
-            raise ConfigurationError(_INSTALL) from None
-
         self.database_url = database_url
         self.stalled_after = stalled_after
         self.retry_after = retry_after
@@ -120,8 +152,6 @@ class Jobs:
         self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
         connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
-        from invoicing_async._jobs.manager import WatchedJobManager
-
         self.manager = WatchedJobManager(connector)
         self.app.job_manager = self.manager
         self._register(self.app)
@@ -132,8 +162,6 @@ class Jobs:
         self._stop_requested = False
 
     def _register(self, app: procrastinate.App) -> None:
-        from procrastinate import JobContext
-
         @app.task(name=SYNC_TASK, retry=False, pass_context=True)
         async def sync_account(context: JobContext, account: str) -> str:
             return await self.sync(account, job_id=context.job.id, worker=context.worker_name)
@@ -164,8 +192,6 @@ class Jobs:
 
     async def migrate(self) -> list[str]:
         """Apply all migrations, procrastinate's schema last (idempotent); the names applied."""
-        from procrastinate.schema import SchemaManager
-
         async with self.pool.connection() as conn:
             applied = await migrations.apply(conn, COMPONENTS, where_of(self.database_url))
         async with self.pool.connection() as conn, conn.transaction():
@@ -186,8 +212,6 @@ class Jobs:
 
     async def _defer(self, names: list[str]) -> dict[str, str]:
         """A job per account, in batches; a batch where one already waits goes one by one."""
-        from procrastinate.exceptions import AlreadyEnqueued
-
         result: dict[str, str] = {}
         for start in range(0, len(names), _DEFER_BATCH):
             batch = names[start : start + _DEFER_BATCH]
@@ -207,8 +231,6 @@ class Jobs:
         return result
 
     async def _defer_each(self, names: list[str]) -> dict[str, str]:
-        from procrastinate.exceptions import AlreadyEnqueued
-
         result: dict[str, str] = {}
         for name in names:
             try:
@@ -260,8 +282,6 @@ class Jobs:
 
     async def recover_stalled(self) -> list[str]:
         """Fail the jobs of workers silent for `stalled_after` seconds; queue their accounts."""
-        from procrastinate.jobs import Status
-
         manager = self.app.job_manager
         stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         ids: list[int] = []
