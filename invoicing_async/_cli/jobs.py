@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from invoicing_async._cli.options import add_command, positive_int
 from invoicing_async._extras import install_hint
@@ -294,7 +297,9 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
             return 0
         accounts = await a.list_accounts(conn)
     if args.json:
-        print(json.dumps([x.to_dict() for x in accounts], indent=2))
+        print(
+            json.dumps([attrs.asdict(x) for x in accounts], indent=2, default=dt.datetime.isoformat)
+        )
     else:
         for x in accounts:
             due = x.due_at.isoformat(timespec="seconds") if x.due_at else "queued"
@@ -372,7 +377,7 @@ async def _status(args: argparse.Namespace, jobs: Jobs) -> int:
         _error(f"no account {args.account!r}")
         return 2
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        print(json.dumps([attrs.asdict(r) for r in rows], indent=2, default=dt.datetime.isoformat))
     elif not args.check:
         for r in rows:
             print(printable(_status_line(r)))

@@ -69,13 +69,6 @@ class Account:
             token_secret=self.token_secret_ref,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """For `accounts list --json`: references as they are, times in ISO 8601."""
-        data = attrs.asdict(self)
-        for key in ("due_at", "created_at"):
-            data[key] = None if data[key] is None else data[key].isoformat()
-        return data
-
 
 def new_account(
     name: str,

@@ -82,6 +82,10 @@ _DEFER_BATCH = 500
 _FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Seconds between writes of a run's progress.
 _PROGRESS_EVERY = 2.0
+#: Seconds before a failed account is due again (doubled per failure in a row).
+_RETRY_AFTER = 900.0
+#: Fetch requests in flight at once in each account's run.
+_ENGINE_CONCURRENCY = 4
 
 T = TypeVar("T")
 
@@ -122,7 +126,7 @@ class Jobs:
     """Our tables and procrastinate's app on one database (one pool); open with ``async with``.
 
     `stalled_after`: seconds without a heartbeat before a worker's jobs are declared lost.
-    `retry_after`: seconds before a failed account is due again, doubled per failure up to
+    A failed account is due again after `_RETRY_AFTER` seconds, doubled per failure up to
     `retry_cap`. `secret_policy`: which secret references this worker may read."""
 
     def __init__(
@@ -130,18 +134,14 @@ class Jobs:
         database_url: str,
         *,
         stalled_after: float = 30.0,
-        retry_after: float = 900.0,
         retry_cap: float = 6 * 3600.0,
         pool_size: int = 10,
-        engine_concurrency: int = 4,
         secret_policy: SecretPolicy | None = None,
         observers: Sequence[RunObserver] = (),
     ) -> None:
         self.database_url = database_url
         self.stalled_after = stalled_after
-        self.retry_after = retry_after
         self.retry_cap = retry_cap
-        self.engine_concurrency = engine_concurrency
         self.secret_policy = secret_policy if secret_policy is not None else SecretPolicy()
         self.observers = tuple(observers)
         #: Runs of this process that ended in error (`worker --until-idle` exits 1 if any).
@@ -438,13 +438,13 @@ class Jobs:
             format=account.format,
             ca_file=account.ca_file,
             secret_policy=self.secret_policy,
-            concurrency=self.engine_concurrency,
+            concurrency=_ENGINE_CONCURRENCY,
             session=self._http_session(),
             observers=(*observers, *self.observers),
             schedule=functools.partial(
                 next_due,
                 every=account.every_seconds,
-                retry_after=self.retry_after,
+                retry_after=_RETRY_AFTER,
                 retry_cap=self.retry_cap,
                 failures_before=failures,
             ),
