@@ -213,7 +213,7 @@ async def run_job_command(args: argparse.Namespace) -> int:
     )
     metrics = None
     if getattr(args, "metrics_port", None) is not None:
-        from invoicing_async._jobs.metrics import RunMetrics
+        from invoicing_async._jobs.metrics import MetricsServer, RunMetrics
 
         metrics = RunMetrics(per_host=args.metrics_per_host)
     async with Jobs(
@@ -226,8 +226,6 @@ async def run_job_command(args: argparse.Namespace) -> int:
     ) as jobs:
         if metrics is None:
             return await _dispatch(args, jobs)
-        from invoicing_async._jobs.metrics import MetricsServer
-
         async with MetricsServer(
             jobs, metrics, host=args.metrics_host, port=args.metrics_port
         ) as server:

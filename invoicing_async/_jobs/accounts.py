@@ -143,15 +143,20 @@ def _reference(text: str, what: str) -> str:
 
 
 ACCOUNT_COLUMNS = ", ".join(f.name for f in attrs.fields(Account))
-# The columns an account is written with: all but the schedule and the creation time.
-_WRITTEN = [f.name for f in attrs.fields(Account)][:12]
-_SETTINGS = _WRITTEN[1:]
+# The columns an account is written with (all but its schedule and creation time), with
+# the SQL type of each for the upsert's arrays.
+_WRITTEN = {
+    f.name: "integer" if f.name in ("hourly_limit", "every_seconds") else "text"
+    for f in attrs.fields(Account)
+    if f.name not in ("due_at", "created_at")
+}
+_SETTINGS = list(_WRITTEN)[1:]
 _INSERT = f"INSERT INTO invoicing_accounts ({', '.join(_WRITTEN)})"
 # Every row in one statement; an account imported again keeps its schedule (`due_at`) and
 # history, and one whose settings are all the same is not written (nor returned).
 _UPSERT = (
     f"{_INSERT} SELECT * FROM unnest("
-    + ", ".join(["%s::text[]"] * 10 + ["%s::integer[]"] * 2)
+    + ", ".join(f"%s::{sql_type}[]" for sql_type in _WRITTEN.values())
     + ") ON CONFLICT (name) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in _SETTINGS)
     + " WHERE ("
