@@ -32,20 +32,11 @@ ENV_SECRETS_DIR = "INVOICING_SECRETS_DIR"
 ENV_SECRET_ENV_PREFIX = "INVOICING_SECRET_ENV_PREFIX"
 
 
-def _database_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get(ENV_DATABASE_URL),
-        metavar="URL",
-        help=f"postgresql://… (default: ${ENV_DATABASE_URL})",
-    )
-
-
 def add_job_commands(commands: Any) -> None:
     """Add the PostgreSQL commands to the `invoicing-async` parser's subparsers."""
     db = commands.add_parser("db", help="the PostgreSQL database of accounts, jobs and stores")
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    _database_argument(add_command(db_commands, "migrate", help="create or upgrade the tables"))
+    migrate = add_command(db_commands, "migrate", help="create or upgrade the tables")
 
     accounts = commands.add_parser("accounts", help="the accounts workers sync")
     account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
@@ -74,7 +65,6 @@ def add_job_commands(commands: Any) -> None:
     add.add_argument(
         "--every", type=positive_int, default=86400, metavar="SECONDS", help="sync interval (1 day)"
     )
-    _database_argument(add)
     bulk = add_command(
         account_commands,
         "import",
@@ -84,14 +74,11 @@ def add_job_commands(commands: Any) -> None:
     bulk.add_argument(
         "file", type=Path, metavar="FILE", help="a TOML accounts file, or CSV with a header row"
     )
-    _database_argument(bulk)
     listing = add_command(account_commands, "list", help="list the accounts (no secrets)")
     listing.add_argument("--json", action="store_true", help="print the accounts as JSON")
-    _database_argument(listing)
     remove = add_command(account_commands, "remove", help="remove an account and its runs")
     remove.add_argument("name", help="the account to remove")
     remove.add_argument("--purge", action="store_true", help="delete its stored invoices too")
-    _database_argument(remove)
 
     worker = add_command(commands, "worker", help="run a worker: sync queued accounts")
     worker.add_argument(
@@ -159,12 +146,10 @@ def add_job_commands(commands: Any) -> None:
         metavar="HOST",
         help="address the metrics port listens on (default 127.0.0.1)",
     )
-    _database_argument(worker)
 
     enqueue = add_command(commands, "enqueue", help="queue accounts to sync now")
     enqueue.add_argument("accounts", nargs="*", metavar="ACCOUNT", help="accounts to sync now")
     enqueue.add_argument("--all", action="store_true", help="every account")
-    _database_argument(enqueue)
 
     status = add_command(commands, "status", help="each account's last run and next due time")
     status.add_argument("account", nargs="?", metavar="ACCOUNT", help="this account only")
@@ -182,7 +167,13 @@ def add_job_commands(commands: Any) -> None:
         metavar="SECONDS",
         help="with --check: how long past its due time an account may wait (1 hour)",
     )
-    _database_argument(status)
+    for leaf in (migrate, add, bulk, listing, remove, worker, enqueue, status):
+        leaf.add_argument(
+            "--database-url",
+            default=os.environ.get(ENV_DATABASE_URL),
+            metavar="URL",
+            help=f"postgresql://… (default: ${ENV_DATABASE_URL})",
+        )
 
 
 def _error(text: str) -> None:
