@@ -20,7 +20,6 @@ from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs
 from invoicing_async._wire.scalars import check_int_range, is_ascii_integer
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
-from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
@@ -219,19 +218,14 @@ def member_id(member: Any) -> int | None:
 def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     """The sync list as a compact {id: revision} (the highest if an id is listed twice).
 
-    The usual shape goes straight into two integer arrays, a piece at a time, so a list
-    of a million invoices never exists as a million objects; any other shape is read
-    whole and judged member by member.
+    Read a piece at a time into two integer arrays, so a list of a million invoices
+    never exists as a million objects; each member is judged as it is read.
     """
+    revisions = SyncRevisions()
     if fmt == "xml":
-        fast = read_sync_pairs(body)
-        if fast is not None:  # the usual shape, read without building members
-            root, ids, revs = fast
-            _check_sync_root(root)
-            return SyncRevisions.from_arrays(ids, revs)
-        revisions = SyncRevisions()
         root = decode_xml_members(body, lambda member: revisions.add(*_sync_member(member)))
-        _check_sync_root(root)
+        if snake_name(root) not in ("invoices", "invoice"):
+            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
         return revisions
 
     pairs = read_json_sync_pairs(body)
@@ -242,15 +236,9 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
         raise DecodeError(f"expected a 'invoices' list, got {json_root!r}")
     if not isinstance(value, list):
         raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
-    revisions = SyncRevisions()
     for member in value:
         revisions.add(*_sync_member(unwrap_member(member, "invoice")))
     return revisions
-
-
-def _check_sync_root(root: str) -> None:
-    if snake_name(root) not in ("invoices", "invoice"):
-        raise DecodeError(f"expected a 'invoices' list, got {root!r}")
 
 
 def _sync_member(member: Any) -> tuple[int, int]:
