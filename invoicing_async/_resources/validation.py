@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
-import attrs
-
 from invoicing_async._models.enums import FrequencyType
-from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, decimal_out_of_bounds
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     Invoice,
@@ -31,7 +27,6 @@ __all__ = [
     "check_send",
     "check_template",
     "check_template_changes",
-    "number_errors",
 ]
 
 BLANK = "can't be blank"
@@ -156,30 +151,4 @@ def check_template_changes(changes: Mapping[str, Any], *, today: dt.date) -> lis
     if "details" in changes:
         errors.extend(check_details(changes["details"] or [], creating=False))
     errors.extend(_start_date_errors(changes.get("start_date"), today))
-    return errors
-
-
-def number_errors(value: Any, name: str = "") -> list[FieldError]:
-    """Numbers beyond the bounds the decoders keep (64-bit integers, decimals of bounded size
-    and exponent), named by their path (`details.price`)."""
-    if isinstance(value, Decimal):
-        why = decimal_out_of_bounds(value)
-        return [] if why is None else [FieldError(name or None, why)]
-    if isinstance(value, int) and not isinstance(value, bool):
-        if INT64_MIN <= value <= INT64_MAX:
-            return []
-        return [FieldError(name or None, "integer out of the 64-bit range")]
-    items: Iterable[tuple[Any, Any]]
-    if attrs.has(type(value)):
-        items = ((f.name, getattr(value, f.name)) for f in attrs.fields(type(value)))
-    elif isinstance(value, Mapping):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = ((None, item) for item in value)
-    else:
-        return []
-    errors: list[FieldError] = []
-    for key, item in items:
-        path = name if key is None else f"{name}.{key}" if name else str(key)
-        errors.extend(number_errors(item, path))
     return errors
