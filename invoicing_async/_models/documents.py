@@ -28,6 +28,7 @@ __all__ = [
     "dump_model",
     "each_member",
     "each_model_batch",
+    "list_root_check",
     "load_field_errors",
     "load_list",
     "load_model",
@@ -145,18 +146,26 @@ def each_member(
             counted(unwrap_member(decode_json(raw), single))
         return
     if fmt == "xml":
-
-        def check_root(name: str) -> None:
-            root = snake_name(name)
-            if root == single:
-                raise DecodeError(f"expected a {many!r} list, got one {single!r}")
-            if root != many:
-                raise DecodeError(f"expected a {many!r} list, got {root!r}")
-
-        decode_xml_members(body, lambda m: counted({} if m == "" else m), check_root)
+        decode_xml_members(
+            body, lambda m: counted({} if m == "" else m), list_root_check(single, many)
+        )
         return
     for member in _members(body, single, many):
         counted(member)
+
+
+def list_root_check(single: str, many: str) -> Callable[[str], None]:
+    """The check of an XML list's root name: `many`; one `single`, or anything else, is
+    refused (`DecodeError`)."""
+
+    def check(name: str) -> None:
+        root = snake_name(name)
+        if root == single:
+            raise DecodeError(f"expected a {many!r} list, got one {single!r}")
+        if root != many:
+            raise DecodeError(f"expected a {many!r} list, got {root!r}")
+
+    return check
 
 
 def unwrap_member(member: Any, single: str) -> Any:
