@@ -148,9 +148,7 @@ class SyncEngine:
             report.pending = list(plan.to_fetch)
             report.deleted = len(plan.to_delete)
             report.eta = self.client.budget.time_for(plan.batches, background=True)
-            report.requests = self.client.requests_sent - first_request
-            report.seconds = time.monotonic() - started
-            return report
+            return self._finished(report, started, first_request)
 
         await self.store.save_pending(plan.pending)
         if plan.to_delete:
@@ -165,8 +163,13 @@ class SyncEngine:
         finally:
             await self.store.save_pending(phase.remaining_plan())
             report.pending = sorted(phase.queued_ids())
-            report.requests = self.client.requests_sent - first_request
-            report.seconds = time.monotonic() - started
+            self._finished(report, started, first_request)
+        return report
+
+    def _finished(self, report: SyncReport, started: float, first_request: int) -> SyncReport:
+        """`report` with the requests and the time the run took."""
+        report.requests = self.client.requests_sent - first_request
+        report.seconds = time.monotonic() - started
         return report
 
     async def _write_all(self, phase: FetchPhase, first_request: int) -> None:
@@ -211,9 +214,7 @@ class SyncEngine:
             await self._write_all(phase, first_request)
         report.quarantined = []
         report.pending = sorted(phase.queued_ids())
-        report.requests = self.client.requests_sent - first_request
-        report.seconds = time.monotonic() - started
-        return report
+        return self._finished(report, started, first_request)
 
 
 def _both(

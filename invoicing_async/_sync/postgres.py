@@ -186,19 +186,14 @@ class PostgresStore(DocumentQueries):
             )
             page = 0
             last = 0
-            for ident, revision, attempts, quarantined, since in await cursor.fetchall():
+            for row in await cursor.fetchall():
+                ident, revision, attempts = row[:3]
                 if attempts is None:
                     found.add(ident, revision)
                     page += 1
                     last = max(last, ident)
                 else:
-                    pending[ident] = PendingEntry(
-                        id=ident,
-                        revision=revision,
-                        attempts=attempts,
-                        quarantined=quarantined,
-                        since=since,
-                    )
+                    pending[ident] = PendingEntry(*row)
             while page == REVISIONS_PAGE:
                 cursor = await conn.execute(
                     _REVISIONS_AFTER, (self.account, last, REVISIONS_PAGE), binary=True
@@ -261,10 +256,7 @@ class PostgresStore(DocumentQueries):
                 " WHERE account = %s",
                 (self.account,),
             )
-            return {
-                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=q, since=t)
-                for i, rev, att, q, t in await cursor.fetchall()
-            }
+            return {row[0]: PendingEntry(*row) for row in await cursor.fetchall()}
 
         found = await self._call(read, "cannot read the pending plan from")
         self._pending_stored = bool(found)

@@ -287,10 +287,7 @@ class SQLiteStore(DocumentQueries):
             rows = self._db.execute(
                 "SELECT id, revision, attempts, quarantined, since FROM pending"
             )
-            return {
-                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=bool(q), since=t)
-                for i, rev, att, q, t in rows.fetchall()
-            }
+            return {i: PendingEntry(i, rev, att, bool(q), t) for i, rev, att, q, t in rows}
 
         return await self._run(read)
 
