@@ -91,26 +91,20 @@ def check_invoice_changes(changes: Mapping[str, Any]) -> list[FieldError]:
 def check_send(send_method: str) -> list[FieldError]:
     """Payload of spec 2.5: send_method one of email/hand/post (`email` and `invoice_email`
     may be left out, as the service allowed)."""
-    if send_method not in SEND_METHODS:
-        return [
-            FieldError(
-                "send_method",
-                f"is not included in the list ({', '.join(sorted(SEND_METHODS))}): {send_method!r}",
-            )
-        ]
-    return []
+    return _one_of("send_method", send_method, SEND_METHODS)
 
 
 def check_payment(payment: InvoicePayment) -> list[FieldError]:
-    if payment.payment_method is not None and payment.payment_method not in PAYMENT_METHODS:
-        return [
-            FieldError(
-                "payment_method",
-                f"is not included in the list ({', '.join(sorted(PAYMENT_METHODS))}): "
-                f"{payment.payment_method!r}",
-            )
-        ]
-    return []
+    if payment.payment_method is None:
+        return []
+    return _one_of("payment_method", payment.payment_method, PAYMENT_METHODS)
+
+
+def _one_of(attribute: str, value: str, allowed: frozenset[str]) -> list[FieldError]:
+    if value in allowed:
+        return []
+    listed = ", ".join(sorted(allowed))
+    return [FieldError(attribute, f"is not included in the list ({listed}): {value!r}")]
 
 
 def _start_date_errors(start_date: dt.date | None, today: dt.date) -> list[FieldError]:

@@ -70,8 +70,6 @@ class SyncEngine:
         )
         self.dry_run = dry_run
         self._bar = ProgressBar("sync") if progress else None
-        if self._bar is not None:
-            on_progress = _both(on_progress, self._bar.update)
         self.on_progress = on_progress
         self.on_batch = on_batch
 
@@ -185,8 +183,12 @@ class SyncEngine:
                     changed_ids = set(result.created) | set(result.updated)
                     changed = [doc.model() for doc in fetched.documents if doc.id in changed_ids]
                     self.on_batch(BatchCommitted(changed=changed, deleted=[]))
-                if self.on_progress is not None:
-                    self.on_progress(phase.progress(self.client.requests_sent - first_request))
+                if self.on_progress is not None or self._bar is not None:
+                    progress = phase.progress(self.client.requests_sent - first_request)
+                    if self.on_progress is not None:
+                        self.on_progress(progress)
+                    if self._bar is not None:
+                        self._bar.update(progress)
 
     async def _write(self, fetched: Fetched) -> BatchResult:
         if fetched.restored:
@@ -215,17 +217,3 @@ class SyncEngine:
         report.quarantined = []
         report.pending = sorted(phase.queued_ids())
         return self._finished(report, started, first_request)
-
-
-def _both(
-    first: Callable[[SyncProgress], None] | None, then: Callable[[SyncProgress], None]
-) -> Callable[[SyncProgress], None]:
-    """One progress callback calling `first` (when given), then `then`."""
-    if first is None:
-        return then
-
-    def both(progress: SyncProgress) -> None:
-        first(progress)
-        then(progress)
-
-    return both
