@@ -240,13 +240,8 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     pairs = read_json_sync_pairs(body)
     if pairs is not None:  # the usual shape, checked in C
         return SyncRevisions.from_arrays(*pairs)
-    json_root, value = unwrap_root(decode_json(body))
-    if json_root not in (None, "invoices", "invoice"):
-        raise DecodeError(f"expected a 'invoices' list, got {json_root!r}")
-    if not isinstance(value, list):
-        raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
-    for member in value:
-        revisions.add(*_sync_member(unwrap_member(member, "invoice")))
+    for member in _members(body, "invoice", "invoices"):
+        revisions.add(*_sync_member(member))
     return revisions
 
 

@@ -9,14 +9,13 @@ import datetime as dt
 import logging
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async._resources.decoding import own_pool
 from invoicing_async._sqlite import retry_locked
 from invoicing_async._sync.store import (
     BatchResult,
@@ -43,18 +42,6 @@ _SCHEMA = (resources.files("invoicing_async._sync") / "sql" / "sqlite" / "schema
 # SQLite's calls wait on locks (up to `busy_timeout`) and on the disk: in threads of
 # their own, so they never hold up other work of the loop's default pool (`to_thread`).
 _EXECUTOR_THREADS = 4
-_executor_made: list[ThreadPoolExecutor] = []
-_executor_lock = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    """The store's bounded pool, shared by every `SQLiteStore` of the process."""
-    with _executor_lock:
-        if not _executor_made:
-            _executor_made.append(
-                ThreadPoolExecutor(_EXECUTOR_THREADS, thread_name_prefix="invoicing-sqlite")
-            )
-        return _executor_made[0]
 
 
 class SQLiteStore(DocumentQueries):
@@ -158,7 +145,9 @@ class SQLiteStore(DocumentQueries):
 
     async def _run(self, fn: Callable[[], T], doing: str = "cannot use") -> T:
         async with self._lock:
-            work = asyncio.get_running_loop().run_in_executor(_executor(), fn)
+            work = asyncio.get_running_loop().run_in_executor(
+                own_pool("invoicing-sqlite", _EXECUTOR_THREADS), fn
+            )
             try:
                 return await asyncio.shield(work)
             except asyncio.CancelledError:
