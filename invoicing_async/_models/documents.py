@@ -180,9 +180,7 @@ def unwrap_member(member: Any, single: str) -> Any:
 def load_list(body: bytes, fmt: Format, cls: type[M]) -> list[M]:
     """A list document (`<invoices type="array">` or `[{"invoice": …}, …]`) as models."""
     models: list[M] = []
-    add = models.append
-    single, many = ROOTS[cls]
-    each_member(body, fmt, single, many, lambda member: add(structure(member, cls)))
+    each_model_batch(body, fmt, cls, member_limit(body), models.extend)
     return models
 
 

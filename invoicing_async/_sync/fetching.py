@@ -18,7 +18,7 @@ from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_sync
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
-from invoicing_async._sync.store import PendingEntry, write_outcome
+from invoicing_async._sync.store import PendingEntry, newest
 from invoicing_async.errors import APIConnectionError, DecodeError, RateLimitExceeded, ServerError
 
 __all__ = ["FetchPhase", "Fetched", "SyncSettings", "newest_of_requested", "unreadable_ids"]
@@ -86,16 +86,7 @@ def newest_of_requested(ids: list[int], reply: list[InvoiceDocument]) -> list[In
     """The invoices of a sync-fetch reply worth storing: only ids that were asked for
     (never another account's), and of an id sent twice the one `write_outcome` keeps."""
     wanted = set(ids)
-    best: dict[int, InvoiceDocument] = {}
-    for invoice in reply:
-        ident = invoice.id
-        if ident is None or ident not in wanted:
-            continue
-        held = best.get(ident)
-        stored = None if held is None else held.revision or 0
-        if write_outcome(invoice.revision or 0, stored) != "stale":
-            best[ident] = invoice
-    return list(best.values())
+    return newest(d for d in reply if d.id in wanted)
 
 
 def unreadable_ids(

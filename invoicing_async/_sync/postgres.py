@@ -12,7 +12,7 @@ from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._postgres import migrations
 from invoicing_async._postgres.connect import BoundedCalls, connection_pool, require_psycopg
 from invoicing_async._postgres.reasons import where_of
-from invoicing_async._sync.store import BatchResult, DocumentQueries, PendingEntry, write_outcome
+from invoicing_async._sync.store import BatchResult, DocumentQueries, PendingEntry, newest
 from invoicing_async.errors import ConfigurationError
 from invoicing_async.models import Invoice, SyncRevisions
 
@@ -265,17 +265,9 @@ class PostgresStore(DocumentQueries):
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL (an id
         given twice is written once, the later of equal revisions)."""
-        latest: dict[int, InvoiceDocument] = {}
-        for doc in documents:
-            if doc.id is None:
-                continue
-            before = latest.get(doc.id)
-            held = None if before is None else before.revision or 0
-            if write_outcome(doc.revision or 0, held) != "stale":
-                latest[doc.id] = doc
-        if not latest:
+        chosen = newest(documents)
+        if not chosen:
             return BatchResult(created=[], updated=[], stale=[])
-        chosen = list(latest.values())
         params = {
             "account": self.account,
             "ids": [doc.id for doc in chosen],

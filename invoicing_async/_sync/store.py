@@ -21,6 +21,7 @@ __all__ = [
     "PendingEntry",
     "Store",
     "WriteOutcome",
+    "newest",
     "read_stored",
     "write_outcome",
 ]
@@ -40,6 +41,20 @@ def write_outcome(fetched: int, stored: int | None, *, deleted: bool = False) ->
     if stored is None or deleted:
         return "created"
     return "updated" if fetched >= stored else "stale"
+
+
+def newest(documents: Iterable[InvoiceDocument]) -> list[InvoiceDocument]:
+    """One document per id, the one `write_outcome` keeps of an id given twice (the later
+    of equal revisions); documents without an id are dropped."""
+    best: dict[int, InvoiceDocument] = {}
+    for doc in documents:
+        if doc.id is None:
+            continue
+        held = best.get(doc.id)
+        stored = None if held is None else held.revision or 0
+        if write_outcome(doc.revision or 0, stored) != "stale":
+            best[doc.id] = doc
+    return list(best.values())
 
 
 def read_stored(rows: Iterable[tuple[int, bytes]], *, wanted: int | None = None) -> list[Invoice]:
