@@ -4,7 +4,7 @@ function returns the `FieldError`s the service would answer with."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from invoicing_async._models.enums import FrequencyType
@@ -43,8 +43,12 @@ def _blank(value: Any) -> bool:
 def check_details(
     details: Iterable[InvoiceDetail | RecurringTemplateDetail], *, creating: bool
 ) -> list[FieldError]:
-    """New lines need description and tax_rate_id; a deleted line needs its id."""
+    """New lines need description and tax_rate_id, a new document at least one line; a
+    deleted line needs its id."""
+    details = list(details)
     errors: list[FieldError] = []
+    if creating and all(line.destroy for line in details):
+        errors.append(FieldError("details", AT_LEAST_ONE_LINE))
     for line in details:
         if line.destroy:
             if line.id is None:
@@ -58,25 +62,13 @@ def check_details(
     return errors
 
 
-def _contact_errors(contact_id: Any, names: Sequence[Any]) -> list[FieldError]:
-    if contact_id is None and all(_blank(n) for n in names):
-        return [
-            FieldError(
-                "contact_id",
-                "either contact_id or one of company_name, firstname, lastname must be given",
-            )
-        ]
-    return []
-
-
 def check_invoice(invoice: Invoice) -> list[FieldError]:
     """Create rules of spec 2.1/2.2: a contact, and at least one valid line."""
-    errors = _contact_errors(
-        invoice.contact_id, [invoice.company_name, invoice.firstname, invoice.lastname]
-    )
-    live = [d for d in invoice.details if not d.destroy]
-    if not live:
-        errors.append(FieldError("details", AT_LEAST_ONE_LINE))
+    errors: list[FieldError] = []
+    names = (invoice.company_name, invoice.firstname, invoice.lastname)
+    if invoice.contact_id is None and all(_blank(n) for n in names):
+        message = "either contact_id or one of company_name, firstname, lastname must be given"
+        errors.append(FieldError("contact_id", message))
     errors.extend(check_details(invoice.details, creating=True))
     return errors
 
@@ -131,8 +123,6 @@ def check_template(template: RecurringTemplate, *, today: dt.date) -> list[Field
     if template.contact_id is None:
         errors.append(FieldError("contact_id", BLANK))
     errors.extend(_frequency_errors(template.frequency, template.frequency_type, creating=True))
-    if not [d for d in template.details if not d.destroy]:
-        errors.append(FieldError("details", AT_LEAST_ONE_LINE))
     errors.extend(check_details(template.details, creating=True))
     errors.extend(_start_date_errors(template.start_date, today))
     return errors
