@@ -14,7 +14,7 @@ import attrs
 
 from invoicing_async._extras import install_hint
 from invoicing_async._models.base import Model
-from invoicing_async._wire.scalars import format_datetime, format_decimal
+from invoicing_async._wire.json import json_text
 
 if TYPE_CHECKING:
     import pandas
@@ -40,12 +40,8 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, Decimal):
-        return format_decimal(value)
-    if isinstance(value, dt.datetime):
-        return format_datetime(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
+    if isinstance(value, (Decimal, dt.date)):  # datetimes included
+        return json_text(value)
     if isinstance(value, enum.Enum):
         return to_jsonable(value.value)
     return value

@@ -34,6 +34,7 @@ __all__ = [
     "encode_document",
     "encode_json",
     "iter_members",
+    "json_text",
     "split_members",
 ]
 
@@ -169,7 +170,8 @@ def split_members(body: bytes, limit: int) -> list[bytes]:
     return kept
 
 
-def _default(value: Any) -> Any:
+def json_text(value: Any) -> str:
+    """A decimal, datetime or date as JSON writes it: exact text, ISO 8601."""
     if isinstance(value, Decimal):
         # Strings keep every digit; Rails reads "60.50" into a decimal exactly.
         return format_decimal(value)
@@ -206,5 +208,5 @@ def _dumps(value: Any) -> bytes:
         return orjson.dumps(value, default=_decimal_text)
     except orjson.JSONEncodeError:
         return json.dumps(
-            value, default=_default, ensure_ascii=False, separators=(",", ":")
+            value, default=json_text, ensure_ascii=False, separators=(",", ":")
         ).encode("utf-8", "surrogatepass")
