@@ -18,7 +18,7 @@ from invoicing_async._models.payloads import ROOTS, Format, dump_model, unwrap_r
 from invoicing_async._models.session import SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs
-from invoicing_async._wire.scalars import check_int_range, is_ascii_integer
+from invoicing_async._wire.scalars import check_int_range, parse_int
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
 from invoicing_async.errors import DecodeError, FieldError
 
@@ -260,8 +260,8 @@ def _as_int(value: Any, name: str) -> int:
     try:
         if type(value) is int:
             return check_int_range(value)
-        if isinstance(value, str) and len(value) < 40 and is_ascii_integer(value.strip()):
-            return check_int_range(int(value))
+        if isinstance(value, str):
+            return parse_int(value)
     except DecodeError as exc:
         raise DecodeError(f"sync list {name}: {exc}") from None
     raise DecodeError(f"sync list {name} is not an integer: {str(value)[:40]!r}")

@@ -159,7 +159,7 @@ def test_usual_lists(pretty: bool) -> None:
         (
             b'<invoices type="array"><invoice><id>x</id>'
             b'<revision type="integer">1</revision></invoice></invoices>',
-            "id is not an integer",
+            "sync list id: not an integer",
         ),
         (b'<contacts type="array"/>', "expected a 'invoices' list"),
     ],
