@@ -3,7 +3,7 @@
 Decoding follows the field notes: `type` types a scalar (unknown means string),
 `nil="true"` is None, an empty element is "", and `type="array"` (or repeated untyped
 siblings) makes a list. Declarations are refused. Read by `XmlReader` on pyexpat;
-written by `encode_xml` (the characters xmltodict wrote, checked in the tests)."""
+encoded by xmltodict."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
+import xmltodict
+
 from invoicing_async._wire.scalars import format_datetime, format_decimal
 from invoicing_async._wire.xml_kinds import BadMember
 from invoicing_async._wire.xml_reader import XmlReader
 from invoicing_async.errors import DecodeError
 
 __all__ = [
-    "XML_DECLARATION",
     "BadMember",
     "XmlReader",
     "decode_xml",
     "decode_xml_members",
     "encode_xml",
     "member_name",
-    "xml_element",
 ]
 
 # Collection names whose members are not the plain singular.
@@ -103,85 +103,61 @@ def decode_xml_members(
 _SLICE = 256 * 1024
 
 
-XML_DECLARATION = '<?xml version="1.0" encoding="utf-8"?>\n'
-_BAD_NAME_CHARS = frozenset("<>/\"'=?!@#&")
-_good_names: set[str] = set()
-
-
-def encode_xml(root: str, data: Mapping[str, Any] | list[Any] | PlainList) -> bytes:
+def encode_xml(
+    root: str, data: Mapping[str, Any] | list[Any] | PlainList, *, pretty: bool = False
+) -> bytes:
     """Encode a tree of Python values as a Rails-readable document: typed scalars, None as
     `nil="true"`, lists as `type="array"` collections of `member_name` members (a `PlainList`
     without `type="array"`)."""
-    return (XML_DECLARATION + xml_element(root, data)).encode("utf-8")
-
-
-def xml_element(root: str, data: Mapping[str, Any] | list[Any] | PlainList) -> str:
-    """`data` as the element `root`, as `encode_xml` writes it without the declaration (a
-    list member, for the fake service)."""
-    out: list[str] = []
-    _element(root, data, root, out)
-    # A parser turns a literal "\r\n" into "\n"; as a character reference it survives.
-    return "".join(out).replace("\r", "&#13;")
-
-
-def _check_name(name: str) -> None:
-    if name in _good_names:
-        return
-    if not name or any(c in _BAD_NAME_CHARS or c.isspace() for c in name):
-        raise ValueError(f"not an XML element name: {name!r}")
-    _good_names.add(name)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
-
-
-def _element(tag: str, value: Any, name: str, out: list[str]) -> None:
-    """One element `tag` holding `value`; `name` names the members of a list in it."""
-    _check_name(tag)
-    if value is None:
-        out.append(f'<{tag} nil="true"/>')
-    elif isinstance(value, str):
-        out.append(f"<{tag}>{_escape(value)}</{tag}>" if value else f"<{tag}/>")
-    elif isinstance(value, Mapping):
-        out.append(f"<{tag}>" if value else f"<{tag}/>")
-        for key, item in value.items():
-            _element(str(key), item, str(key), out)
-        if value:
-            out.append(f"</{tag}>")
-    elif isinstance(value, (list, tuple)):
-        out.append(f'<{tag} type="array">' if value else f'<{tag} type="array"/>')
-        member = member_name(name)
-        for item in value:
-            _element(member, item, name, out)
-        if value:
-            out.append(f"</{tag}>")
-    elif isinstance(value, PlainList):
-        out.append(f"<{tag}>" if value.items else f"<{tag}/>")
-        for item in value.items:
-            _element(value.member, item, value.member, out)
-        if value.items:
-            out.append(f"</{tag}>")
+    tree: dict[str, Any]
+    if isinstance(data, PlainList):
+        tree = {root: _node(data, root)}
+    elif isinstance(data, list):
+        tree = {root: _array_node(root, data)}
     else:
-        kind, text = _scalar(value, name)
-        text = _escape(text)
-        out.append(f'<{tag} type="{kind}">{text}</{tag}>' if text else f'<{tag} type="{kind}"/>')
+        tree = {root: _node_children(data)}
+    text: str = xmltodict.unparse(
+        tree, encoding="utf-8", short_empty_elements=True, pretty=pretty, full_document=True
+    )
+    # A parser turns a literal "\r\n" into "\n"; as a character reference it survives.
+    return text.replace("\r", "&#13;").encode("utf-8")
 
 
-def _scalar(value: Any, name: str) -> tuple[str, str]:
-    """(type attribute, text) of a typed scalar; bool before int, datetime before date."""
+def _array_node(name: str, items: list[Any]) -> dict[str, Any]:
+    node: dict[str, Any] = {"@type": "array"}
+    if items:
+        node[member_name(name)] = [_node(item, name) for item in items]
+    return node
+
+
+def _node_children(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _node(value, key) for key, value in data.items()}
+
+
+def _node(value: Any, name: str) -> Any:
+    # bool before int: bool is an int subclass.
+    if value is None:
+        return {"@nil": "true"}
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
-        return "boolean", "true" if value else "false"
+        return {"@type": "boolean", "#text": "true" if value else "false"}
     if isinstance(value, int):
-        return "integer", str(value)
+        return {"@type": "integer", "#text": str(value)}
     if isinstance(value, Decimal):
-        return "decimal", format_decimal(value)
+        return {"@type": "decimal", "#text": format_decimal(value)}
     if isinstance(value, float):
-        return "float", repr(value)
+        return {"@type": "float", "#text": repr(value)}
     if isinstance(value, dt.datetime):
-        return "dateTime", format_datetime(value)
+        return {"@type": "dateTime", "#text": format_datetime(value)}
     if isinstance(value, dt.date):
-        return "date", value.isoformat()
+        return {"@type": "date", "#text": value.isoformat()}
+    if isinstance(value, Mapping):
+        return _node_children(value)
+    if isinstance(value, (list, tuple)):
+        return _array_node(name, list(value))
+    if isinstance(value, PlainList):
+        return {value.member: [_node(v, value.member) for v in value.items]}
     raise TypeError(f"cannot encode {type(value).__name__} as XML ({name})")
 
 

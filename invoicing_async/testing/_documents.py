@@ -10,8 +10,8 @@ import attrs
 
 from invoicing_async._models.payloads import Format, to_wire
 from invoicing_async._wire.json import encode_json
-from invoicing_async._wire.xml import XML_DECLARATION, xml_element
 from invoicing_async.models import Invoice, SyncEntry
+from invoicing_async.testing._xml_writer import XML_DECLARATION, xml_element
 
 __all__ = ["DocumentAllowance", "InvoiceDocuments", "sync_chunks"]
 

@@ -1,28 +1,22 @@
 """The XML decoder as it was before pyexpat was driven directly (xmltodict, then a
 converter over its tree): the reference the new reader must agree with, value for value
-and error for error; and the encoder as it was (xmltodict), which `encode_xml` must
-agree with character for character."""
+and error for error."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Callable, Mapping
-from decimal import Decimal
+from collections.abc import Callable
 from typing import Any
 from xml.parsers.expat import ErrorString, ExpatError
 
 import xmltodict
 
 from invoicing_async._wire.scalars import (
-    format_datetime,
-    format_decimal,
     parse_bool,
     parse_date,
     parse_datetime,
     parse_decimal,
     parse_int,
 )
-from invoicing_async._wire.xml import PlainList, member_name
 from invoicing_async.errors import DecodeError
 
 _SCALAR_PARSERS: dict[str, Callable[[str], Any]] = {
@@ -102,56 +96,3 @@ def _convert_array(value: dict[str, Any]) -> list[Any]:
         else:
             items.append(_convert(member))
     return items
-
-
-def reference_encode_xml(root: str, data: Mapping[str, Any] | list[Any] | PlainList) -> bytes:
-    """The former `encode_xml`: the tree as xmltodict's input, written by it."""
-    tree: dict[str, Any]
-    if isinstance(data, PlainList):
-        tree = {root: _node(data, root)}
-    elif isinstance(data, list):
-        tree = {root: _array_node(root, data)}
-    else:
-        tree = {root: _node_children(data)}
-    text: str = xmltodict.unparse(
-        tree, encoding="utf-8", short_empty_elements=True, full_document=True
-    )
-    return text.replace("\r", "&#13;").encode("utf-8")
-
-
-def _array_node(name: str, items: list[Any]) -> dict[str, Any]:
-    node: dict[str, Any] = {"@type": "array"}
-    if items:
-        node[member_name(name)] = [_node(item, name) for item in items]
-    return node
-
-
-def _node_children(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _node(value, key) for key, value in data.items()}
-
-
-_TYPED: list[tuple[type, str, Callable[[Any], str]]] = [
-    (bool, "boolean", lambda v: "true" if v else "false"),
-    (int, "integer", str),
-    (Decimal, "decimal", format_decimal),
-    (float, "float", repr),
-    (dt.datetime, "dateTime", format_datetime),
-    (dt.date, "date", lambda v: v.isoformat()),
-]
-
-
-def _node(value: Any, name: str) -> Any:
-    if value is None:
-        return {"@nil": "true"}
-    if isinstance(value, str):
-        return value
-    for kind, attribute, text in _TYPED:  # bool before int, datetime before date
-        if isinstance(value, kind):
-            return {"@type": attribute, "#text": text(value)}
-    if isinstance(value, Mapping):
-        return _node_children(value)
-    if isinstance(value, (list, tuple)):
-        return _array_node(name, list(value))
-    if isinstance(value, PlainList):
-        return {value.member: [_node(v, value.member) for v in value.items]}
-    raise TypeError(f"cannot encode {type(value).__name__} as XML ({name})")
