@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import logging
 import random
 import socket
 import sqlite3
@@ -123,6 +124,26 @@ async def test_the_servers_word_holds_units_and_hands_them_back(
     later = await spender_of(budget).take(max_wait=0)
     await spender_of(budget).settle(later, limit=20, remaining=10)
     assert (await budget.refresh()).remaining == 10
+
+
+async def test_answers_counted_out_of_taking_order_hold_back_no_unit(
+    make_budget: Callable[..., ia.RateBudget], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four requests the server counts newest first, answered in that order: every store,
+    as the in-process ledger, holds nothing back for newer requests counted first (and
+    takes every answer: no "budget not updated" warning)."""
+    budget = make_budget(limit=8)
+    permits = [await spender_of(budget).take(max_wait=0) for _ in range(4)]
+    assert len({permit.taken_at for permit in permits}) == 4
+    for remaining, permit in zip([7, 6, 5, 4], reversed(permits), strict=True):
+        await spender_of(budget).settle(permit, limit=8, remaining=remaining)
+    snap = await budget.refresh()
+    assert (snap.remaining, snap.used_in_period, snap.held_for_others) == (4, 4, 0)
+    for _ in range(4):
+        await spend(budget)
+    with pytest.raises(ia.RateLimitExceeded):
+        await spender_of(budget).take(max_wait=0)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_background_work_stops_short_of_the_reserve(
