@@ -218,10 +218,10 @@ class _FileLedger:
     def view(self, now: float) -> LedgerView:
         ours, phantoms = self.counts()
         (soonest,) = self._one(
-            "SELECT min((SELECT min(returns_at) FROM budget_units WHERE key = ?1), "
-            "coalesce((SELECT min(returns_at) FROM budget_phantoms WHERE key = ?1), 1e308))"
+            "SELECT min(at) FROM (SELECT min(returns_at) AS at FROM budget_units WHERE key = ?1"
+            " UNION ALL SELECT min(returns_at) FROM budget_phantoms WHERE key = ?1)"
         )
-        next_in = None if soonest is None or soonest >= 1e308 else soonest - now
+        next_in = None if soonest is None else soonest - now
         return LedgerView(self.limit, ours + phantoms, phantoms, next_in)
 
 

@@ -112,9 +112,10 @@ local function heed_server(taken_at, remaining)
 end
 
 expire()
-local head
+local head, hold = nil, 0
 if ARGV[1] == 'take' then
-  local hold, keep, unit = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  local keep, unit = tonumber(ARGV[5]), ARGV[6]
+  hold = tonumber(ARGV[4])
   local in_use = redis.call('ZCARD', units) + phantoms()
   if limit - in_use > keep then
     redis.call('ZADD', units, now + period + hold, unit)
@@ -139,8 +140,6 @@ else
   end
   head = {}
 end
-local hold = 0
-if ARGV[1] == 'take' then hold = tonumber(ARGV[4]) end
 local ms = math.ceil((2 * period + hold) * 1000)
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ms) end
 local a, b = soonest(units), soonest(blocks)

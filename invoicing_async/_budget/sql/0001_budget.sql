@@ -60,11 +60,13 @@ LANGUAGE sql AS $$
     FROM invoicing_budget_keys k WHERE k.key = p_key
 $$;
 
+-- A block of `p_count` phantoms back at `p_at` (none when `p_count` is not positive).
 CREATE OR REPLACE FUNCTION invoicing_budget_add_phantoms(p_key text, p_at double precision, p_count int)
 RETURNS void LANGUAGE sql AS $$
-    INSERT INTO invoicing_budget_phantoms AS p VALUES (p_key, p_at, p_count)
+    INSERT INTO invoicing_budget_phantoms AS p SELECT p_key, p_at, p_count WHERE p_count > 0
         ON CONFLICT (key, returns_at) DO UPDATE SET count = p.count + excluded.count;
-    UPDATE invoicing_budget_keys k SET phantoms = k.phantoms + p_count WHERE k.key = p_key;
+    UPDATE invoicing_budget_keys k SET phantoms = k.phantoms + p_count
+        WHERE k.key = p_key AND p_count > 0;
 $$;
 
 CREATE OR REPLACE FUNCTION invoicing_budget_take(
@@ -158,10 +160,8 @@ BEGIN
                             p_key, v_soonest + p_period, v_count);
                     ELSE
                         PERFORM invoicing_budget_add_phantoms(p_key, v_now + p_period, 1);
-                        IF v_count > 1 THEN
-                            PERFORM invoicing_budget_add_phantoms(
-                                p_key, v_now + 2 * p_period, v_count - 1);
-                        END IF;
+                        PERFORM invoicing_budget_add_phantoms(
+                            p_key, v_now + 2 * p_period, v_count - 1);
                     END IF;
                 END IF;
             ELSIF v_free < v_allowed THEN

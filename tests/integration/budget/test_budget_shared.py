@@ -358,6 +358,22 @@ async def test_a_process_whose_clock_runs_ahead_lets_no_unit_back_early(tmp_path
     await fast.close()
 
 
+async def test_a_sqlite_view_sees_the_phantoms_once_none_of_ours_is_out(tmp_path: Path) -> None:
+    """Refused for the budget, then our unit back: the phantoms' return is the next one (the
+    file answered "nothing out" while phantoms were held)."""
+    now = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    store = SQLiteBudgetStore(url, clock=lambda: now[0], steady=lambda: ("boot", now[0]))
+    budget = ia.RateBudget(5, 100.0, key="acme", store=store)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, refused=True)  # 4 held until our unit's + 100 s
+    now[0] += 150.0  # ours came back 100 s after its answer; the phantoms have 50 s to go
+    view = await store.view("acme", budget)
+    assert (view.in_use, view.phantoms) == (4, 4)
+    assert view.next_in == pytest.approx(50.0)
+    await store.close()
+
+
 async def test_a_process_that_first_opens_the_file_after_a_pause_returns_no_unit_early(
     tmp_path: Path,
 ) -> None:
