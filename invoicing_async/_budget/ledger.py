@@ -6,7 +6,8 @@ between, so no window of `period` seconds there holds more than `limit` of ours.
 
 The server's `X-RateLimit-Remaining` is folded in as *phantom* units (others' requests),
 kept as counted blocks; when nothing is left one comes back first as a probe, so the ledger
-never wedges. Every operation is O(log n). SQLite, PostgreSQL and Redis run the same rule,
+never wedges. Every operation is O(log n), and heeding an answer walks the answered units
+taken during its request's flight. SQLite, PostgreSQL and Redis run the same rule,
 tested against `MemoryLedger`."""
 
 from __future__ import annotations
