@@ -258,13 +258,12 @@ class Jobs:
 
     async def recover_stalled(self) -> list[str]:
         """Fail the jobs of workers silent for `stalled_after` seconds; queue their accounts."""
-        manager = self.app.job_manager
-        stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
+        stalled = await self.manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         ids: list[int] = []
         accounts: list[str] = []
         for job in stalled:
             try:
-                await manager.finish_job(job, status=Status.FAILED, delete_job=False)
+                await self.manager.finish_job(job, status=Status.FAILED, delete_job=False)
             except Exception:  # finished meanwhile: its worker was alive after all
                 continue
             if job.task_name == SYNC_TASK and job.id is not None:
