@@ -7,6 +7,7 @@ stopped for the budget, or locked by another run); 2 and 130 are the command lin
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 import time
@@ -295,14 +296,13 @@ class AccountRun:
                 dry_run=self.dry_run,
                 wait_for_budget=self.wait_for_budget,
                 force_deletions=self.force_deletions,
-                on_progress=self._progress if self.observers else None,
+                on_progress=functools.partial(self._tell, "progress", self)
+                if self.observers
+                else None,
                 progress=self.progress,
             )
             report = await engine.run()
         return outcome_of_report(self.account, report)
-
-    def _progress(self, progress: SyncProgress) -> None:
-        self._tell("progress", self, progress)
 
     def _tell(self, event: str, *args: Any) -> None:
         """Call each observer's `event`; a failing observer is logged, never the run's end."""

@@ -45,13 +45,22 @@ def configured() -> bool:
     global _found, _looked_at
     if _found:
         return True
-    if _opentelemetry() is None:  # not installed
-        return False
+    api = _opentelemetry()
     now = time.monotonic()
-    if now - _looked_at < _RECHECK:
+    if api is None or now - _looked_at < _RECHECK:  # not installed, or looked up just now
         return False
     _looked_at = now
-    _found = _providers_set()
+    trace, metrics = api
+    tracers = trace.get_tracer_provider()
+    if not isinstance(tracers, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        _found = True
+        return True
+    meters = metrics.get_meter_provider()
+    # Unset, the API hands out a private proxy that drops everything until one is set.
+    _found = not (
+        isinstance(meters, metrics.NoOpMeterProvider)
+        or type(meters).__name__ == "_ProxyMeterProvider"
+    )
     return _found
 
 
@@ -60,22 +69,6 @@ def forget() -> None:
     global _found, _looked_at
     _found, _looked_at = False, float("-inf")
     _instruments.clear()
-
-
-def _providers_set() -> bool:
-    api = _opentelemetry()
-    if api is None:
-        return False
-    trace, metrics = api
-    tracers = trace.get_tracer_provider()
-    if not isinstance(tracers, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
-        return True
-    meters = metrics.get_meter_provider()
-    # Unset, the API hands out a private proxy that drops everything until one is set.
-    return not (
-        isinstance(meters, metrics.NoOpMeterProvider)
-        or type(meters).__name__ == "_ProxyMeterProvider"
-    )
 
 
 def tracer() -> Tracer:

@@ -23,14 +23,12 @@ from invoicing_async._version import __version__
 if TYPE_CHECKING:
     from invoicing_async._sync.report import SyncReport
     from invoicing_async._sync.store import Store
-    from invoicing_async.testing import FakeInvoicingService
 
 __all__ = ["main"]
 
 ENV_USERNAME = "INVOICING_USERNAME"
 ENV_PASSWORD = "INVOICING_PASSWORD"
 ENV_BASE_URL = "INVOICING_BASE_URL"
-JOB_COMMANDS = frozenset({"db", "accounts", "worker", "enqueue", "status"})
 
 
 def _parser() -> CommandParser:
@@ -188,7 +186,7 @@ def _command(args: argparse.Namespace) -> int:
         return asyncio.run(_sync(args))
     if args.command == "sync-many":
         return asyncio.run(_sync_many(args))
-    if args.command in JOB_COMMANDS:
+    if "database_url" in args:  # every PostgreSQL command has --database-url
         from invoicing_async._cli.jobs import run_job_command
 
         return asyncio.run(run_job_command(args))
@@ -393,8 +391,16 @@ async def _fake_server(args: argparse.Namespace) -> int:
             for account in service.accounts.values():
                 print(f"  {account.username}: {service.base_url_for(account)}")
         print(f"  password:  {service.password}")
-        if service.oauth1 is not None:
-            _print_oauth1(service)
+        if service.oauth1 is not None:  # one consumer, a token for each account
+            consumer = service.oauth1_auth
+            print(
+                "  OAuth 1.0a consumer key / secret: "
+                f"{consumer.consumer_key} / {consumer.consumer_secret}"
+            )
+            for account in service.accounts.values():
+                auth = service.oauth1_auth_for(account)
+                who = "" if len(service.accounts) == 1 else f" ({account.username})"
+                print(f"  OAuth 1.0a token / secret{who}: {auth.token} / {auth.token_secret}")
         if ca_path is not None:
             print(f"  CA (PEM):  {ca_path}")
             print("  client:    ssl=ssl.create_default_context(cafile=<CA>)")
@@ -402,16 +408,6 @@ async def _fake_server(args: argparse.Namespace) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.Event().wait()
     return 0
-
-
-def _print_oauth1(service: FakeInvoicingService) -> None:
-    """The OAuth 1.0a credentials: one consumer, a token for each account."""
-    first = service.oauth1_auth
-    print(f"  OAuth 1.0a consumer key / secret: {first.consumer_key} / {first.consumer_secret}")
-    for account in service.accounts.values():
-        auth = service.oauth1_auth_for(account)
-        who = "" if len(service.accounts) == 1 else f" ({account.username})"
-        print(f"  OAuth 1.0a token / secret{who}: {auth.token} / {auth.token_secret}")
 
 
 if __name__ == "__main__":

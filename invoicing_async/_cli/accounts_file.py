@@ -32,30 +32,15 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 _WHOLE = re.compile(r"[0-9]{1,10}")
 _MAX_WHOLE = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_KNOWN = frozenset(
-    {
-        "name",
-        "base_url",
-        "format",
-        "db",
-        "db_dir",
-        "ca_file",
-        "auth",
-        "username",
-        "password_env",
-        "password_file",
-        "consumer_key",
-        "consumer_secret_env",
-        "consumer_secret_file",
-        "token",
-        "token_secret_env",
-        "token_secret_file",
-        "hourly_limit",
-        "every_seconds",
-    }
-)
 _ACCOUNTS_HEADER = re.compile(r"^\s*\[\[\s*accounts\s*\]\]", re.MULTILINE)
 _SECRET_VALUES = frozenset({"password", "consumer_secret", "token_secret"})
+#: Every key an account may have: its settings, its credentials, and its secrets only by
+#: reference (``password_env``, ``password_file``...).
+_KNOWN = {
+    *("name", "base_url", "format", "db", "db_dir", "ca_file", "hourly_limit", "every_seconds"),
+    *("auth", "username", "consumer_key", "token"),
+    *(f"{secret}_{how}" for secret in _SECRET_VALUES for how in ("env", "file")),
+}
 
 
 class AccountsFileError(ia.InvoicingError):

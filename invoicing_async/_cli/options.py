@@ -38,31 +38,27 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _logging_options() -> CommandParser:
-    common = CommandParser(add_help=False)
-    group = common.add_argument_group("logging")
-    group.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=0,
-        help="log more: -v for each run and request retry, -vv for debugging",
-    )
-    group.add_argument(
-        "--log-level",
-        choices=LEVELS,
-        help="the level of the package's log (overrides -v)",
-    )
-    group.add_argument(
-        "--log-format",
-        choices=("text", "json"),
-        help="text lines (the default, or INVOICING_LOG_FORMAT), or JSON lines for log "
-        "shippers (on stderr)",
-    )
-    return common
-
-
-_COMMON = _logging_options()
+#: The logging options of every command.
+_COMMON = CommandParser(add_help=False)
+_LOGGING = _COMMON.add_argument_group("logging")
+_LOGGING.add_argument(
+    "-v",
+    "--verbose",
+    action="count",
+    default=0,
+    help="log more: -v for each run and request retry, -vv for debugging",
+)
+_LOGGING.add_argument(
+    "--log-level",
+    choices=LEVELS,
+    help="the level of the package's log (overrides -v)",
+)
+_LOGGING.add_argument(
+    "--log-format",
+    choices=("text", "json"),
+    help="text lines (the default, or INVOICING_LOG_FORMAT), or JSON lines for log "
+    "shippers (on stderr)",
+)
 
 
 def add_command(commands: Any, name: str, **kwargs: Any) -> CommandParser:

@@ -27,27 +27,18 @@ class StoreLock:
         self.path = Path(f"{store_path}.lock")
         self._lock = FileLock(self.path)
 
-    def acquire(self) -> bool:
-        """Take the lock if no other run holds it; False when one does."""
-        try:
-            self._lock.acquire(blocking=False)
-        except Timeout:
-            return False
-        return True
-
-    def release(self) -> None:
-        self._lock.release()
-
     @asynccontextmanager
     async def held(self) -> AsyncIterator[bool]:
         """The lock for a run: yields whether it was taken (released on the way out)."""
-        if not self.acquire():
+        try:
+            self._lock.acquire(blocking=False)
+        except Timeout:
             yield False
             return
         try:
             yield True
         finally:
-            self.release()
+            self._lock.release()
 
 
 async def sync_many(

@@ -13,6 +13,7 @@ import attrs
 
 import invoicing_async as ia
 from invoicing_async._account_run import Credentials, load_ca
+from invoicing_async._jobs import SQL
 from invoicing_async._secrets import SecretError, parse_secret_ref
 from invoicing_async._transport.urls import validate_base_url
 
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     Conn = AsyncConnection[TupleRow]
 
 __all__ = [
-    "ACCOUNT_COLUMNS",
     "Account",
     "AccountError",
     "add_account",
@@ -142,50 +142,24 @@ def _reference(text: str, what: str) -> str:
         raise AccountError(str(exc)) from None
 
 
-ACCOUNT_COLUMNS = ", ".join(f.name for f in attrs.fields(Account))
-# The columns an account is written with (all but its schedule and creation time), with
-# the SQL type of each for the upsert's arrays.
-_WRITTEN = {
-    f.name: "integer" if f.name in ("hourly_limit", "every_seconds") else "text"
-    for f in attrs.fields(Account)
-    if f.name not in ("due_at", "created_at")
-}
-_SETTINGS = list(_WRITTEN)[1:]
-_INSERT = f"INSERT INTO invoicing_accounts ({', '.join(_WRITTEN)})"
-# Every row in one statement; an account imported again keeps its schedule (`due_at`) and
-# history, and one whose settings are all the same is not written (nor returned).
-_UPSERT = (
-    f"{_INSERT} SELECT * FROM unnest("
-    + ", ".join(f"%s::{sql_type}[]" for sql_type in _WRITTEN.values())
-    + ") ON CONFLICT (name) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _SETTINGS)
-    + " WHERE ("
-    + ", ".join(f"invoicing_accounts.{c}" for c in _SETTINGS)
-    + ") IS DISTINCT FROM ("
-    + ", ".join(f"EXCLUDED.{c}" for c in _SETTINGS)
-    + ") RETURNING xmax = 0"
-)
-
-
 def _row(account: Account) -> tuple[Any, ...]:
-    return attrs.astuple(account)[: len(_WRITTEN)]
+    """The columns an account is written with: all but its schedule and creation time."""
+    return attrs.astuple(account)[:-2]
 
 
 async def add_account(conn: Conn, account: Account) -> bool:
     """Insert the account, due now; False when the name is taken (nothing changed)."""
-    cursor = await conn.execute(
-        f"{_INSERT} VALUES ({', '.join(['%s'] * len(_WRITTEN))})"
-        " ON CONFLICT (name) DO NOTHING RETURNING name",
-        _row(account),
-    )
+    cursor = await conn.execute(SQL["add_account"], _row(account))
     return await cursor.fetchone() is not None
 
 
 async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int, int, int]:
     """Add the new accounts (due now) and update the changed ones, in one statement;
     (added, updated, unchanged). Importing the same rows again writes nothing."""
-    columns = list(zip(*(_row(a) for a in accounts), strict=True)) or [()] * len(_WRITTEN)
-    cursor = await conn.execute(_UPSERT, [list(c) for c in columns])
+    if not accounts:
+        return 0, 0, 0
+    columns = zip(*(_row(a) for a in accounts), strict=True)
+    cursor = await conn.execute(SQL["upsert_accounts"], [list(c) for c in columns])
     inserted = [bool(row[0]) for row in await cursor.fetchall()]
     added = sum(inserted)
     updated = len(inserted) - added
@@ -194,20 +168,12 @@ async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int,
 
 async def list_accounts(conn: Conn) -> list[Account]:
     """Every account, by name."""
-    cursor = await conn.execute(f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts ORDER BY name")
+    cursor = await conn.execute(SQL["list_accounts"])
     return [Account(*row) for row in await cursor.fetchall()]
 
 
 async def remove_account(conn: Conn, name: str, *, purge: bool = False) -> bool:
-    """Delete the account (its runs too; with `purge`, its stored invoices); False if absent."""
-    async with conn.transaction():
-        cursor = await conn.execute(
-            "DELETE FROM invoicing_accounts WHERE name = %s RETURNING name", (name,)
-        )
-        if await cursor.fetchone() is None:
-            return False
-        await conn.execute("DELETE FROM invoicing_runs WHERE account = %s", (name,))
-        if purge:
-            await conn.execute("DELETE FROM invoicing_invoices WHERE account = %s", (name,))
-            await conn.execute("DELETE FROM invoicing_pending WHERE account = %s", (name,))
-    return True
+    """Delete the account (its runs too; with `purge`, its stored invoices) in one statement;
+    False if absent."""
+    cursor = await conn.execute(SQL["remove_account"], {"name": name, "purge": purge})
+    return await cursor.fetchone() is not None

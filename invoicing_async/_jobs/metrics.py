@@ -12,6 +12,7 @@ from aiohttp import web
 from yarl import URL
 
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
+from invoicing_async._jobs import SQL
 from invoicing_async._jobs.tasks import SYNC_TASK, Jobs
 from invoicing_async.errors import ConfigurationError
 
@@ -29,13 +30,6 @@ _INSTALL = "worker --metrics-port needs the [metrics] extra: pip install -e '.[m
 _DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
 #: Requests left when a run ended: from an exhausted budget to a full default hour and more.
 _BUDGET_BUCKETS = (0.0, 5.0, 20.0, 50.0, 100.0, 200.0, 350.0, 1000.0, 5000.0)
-_QUEUE = (
-    "SELECT status::text, count(*) FROM procrastinate_jobs"
-    " WHERE task_name = %s AND status IN ('todo', 'doing') GROUP BY status"
-)
-_OVERDUE = (
-    "SELECT count(*) FROM invoicing_accounts WHERE due_at < now() - make_interval(secs => %s)"
-)
 #: Seconds past its due time after which an account counts as overdue (as `status --check`).
 _OVERDUE_MARGIN = 3600.0
 
@@ -98,12 +92,8 @@ class RunMetrics(RunObserver):
         self.runs.labels(outcome.status).inc()
         self.duration.labels(outcome.status).observe(outcome.seconds)
         self.requests.inc(outcome.requests)
-        for change, count in (
-            ("created", outcome.created),
-            ("updated", outcome.updated),
-            ("deleted", outcome.deleted),
-        ):
-            self.invoices.labels(change).inc(count)
+        for change in ("created", "updated", "deleted"):  # the label is the outcome's count
+            self.invoices.labels(change).inc(getattr(outcome, change))
         if outcome.budget_left is not None:
             self.budget_left.observe(outcome.budget_left)
             if self.budget is not None:
@@ -227,8 +217,8 @@ class MetricsServer:
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         try:
-            queued = {str(s): int(n) for s, n in await self._query(_QUEUE, (SYNC_TASK,))}
-            ((overdue,),) = await self._query(_OVERDUE, (_OVERDUE_MARGIN,))
+            queued = {str(s): int(n) for s, n in await self._query(SQL["queue_jobs"], (SYNC_TASK,))}
+            ((overdue,),) = await self._query(SQL["overdue"], (_OVERDUE_MARGIN,))
         except Exception:  # the run metrics are still worth serving
             pass
         else:
@@ -241,7 +231,7 @@ class MetricsServer:
     async def _healthz(self, _request: web.Request) -> web.Response:
         error = None
         try:
-            await self._query("SELECT 1", ())
+            await self._query(SQL["ping"], ())
         except Exception as exc:
             error = " ".join(str(exc).split()) or type(exc).__name__
         age = self._clock() - self.jobs.heartbeat_at

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import attrs
 
 from invoicing_async._account_run import RunOutcome
-from invoicing_async._jobs.accounts import ACCOUNT_COLUMNS, Account
-from invoicing_async._postgres import locks
+from invoicing_async._jobs import SQL
+from invoicing_async._jobs.accounts import Account
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -35,13 +35,6 @@ __all__ = [
 
 #: Seconds a `locked` account waits before it is due again.
 LOCKED_RETRY = 300.0
-# The account `a`'s failures in a row: its error runs since the last run that got through
-# (`locked` and `lost` runs say nothing of the account and neither end nor extend a streak).
-_FAILURES = (
-    "(SELECT count(*) FROM invoicing_runs f WHERE f.account = a.name AND f.status = 'error'"
-    " AND f.id > coalesce((SELECT max(e.id) FROM invoicing_runs e WHERE e.account = a.name"
-    " AND e.status IN ('complete', 'incomplete', 'budget')), 0))"
-)
 
 
 def next_due(
@@ -71,33 +64,13 @@ class StartedRun:
     locked: bool
 
 
-# One statement: the account, its failure streak, the account's advisory lock (session
-# scoped: held by this connection until `finish_run`) and the run's row.
-_START = (
-    f"WITH acct AS (SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts WHERE name = %s),"
-    " held AS (SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok FROM acct),"
-    " run AS (INSERT INTO invoicing_runs (account, job_id, worker)"
-    "   SELECT name, %s, %s FROM acct RETURNING id)"
-    f" SELECT a.*, {_FAILURES}, (SELECT ok FROM held), (SELECT id FROM run) FROM acct a"
-)
-# One statement: the outcome, the account's next due time, and the lock let go.
-_FINISH = (
-    "WITH run AS (UPDATE invoicing_runs SET status = %s, requests = %s, created = %s,"
-    "   updated = %s, deleted = %s, done = %s, total = %s, eta_seconds = %s, error = %s,"
-    "   finished_at = now(), updated_at = now() WHERE id = %s),"
-    " due AS (UPDATE invoicing_accounts SET due_at = now() + make_interval(secs => %s)"
-    "   WHERE name = %s)"
-    " SELECT CASE WHEN %s THEN pg_advisory_unlock(hashtextextended(%s, 0)) END"
-)
-
-
 async def start_run(
     conn: Conn, account: str, job_id: int | None, worker: str | None
 ) -> StartedRun | None:
     """Record a run as started and try the account's lock on `conn` (held until
     `finish_run` on the same connection), in one statement; None when the account is
     gone. If it raises, `conn` may hold the lock: close it, never pool it again."""
-    cursor = await conn.execute(_START, (account, locks.ACCOUNT_RUN.name(account), job_id, worker))
+    cursor = await conn.execute(SQL["start_run"], (account, job_id, worker))
     row = await cursor.fetchone()
     if row is None:
         return None
@@ -107,11 +80,7 @@ async def start_run(
 
 async def record_progress(conn: Conn, run_id: int, done: int, total: int, requests: int) -> None:
     """Move a running run's progress (batches committed so far)."""
-    await conn.execute(
-        "UPDATE invoicing_runs SET done = %s, total = %s, requests = %s, updated_at = now()"
-        " WHERE id = %s AND status = 'running'",
-        (done, total, requests, run_id),
-    )
+    await conn.execute(SQL["record_progress"], (done, total, requests, run_id))
 
 
 async def finish_run(conn: Conn, run_id: int, outcome: RunOutcome, *, unlock: bool) -> None:
@@ -119,7 +88,7 @@ async def finish_run(conn: Conn, run_id: int, outcome: RunOutcome, *, unlock: bo
     none) and, with `unlock`, let go of the account's lock `start_run` took on `conn`:
     one statement, so one transaction."""
     await conn.execute(
-        _FINISH,
+        SQL["finish_run"],
         (
             outcome.status,
             outcome.requests,
@@ -134,23 +103,15 @@ async def finish_run(conn: Conn, run_id: int, outcome: RunOutcome, *, unlock: bo
             max(0.0, outcome.due_in or 0.0),
             outcome.account,
             unlock,
-            locks.ACCOUNT_RUN.name(outcome.account),
+            outcome.account,
         ),
     )
 
 
 async def mark_lost(conn: Conn, job_ids: list[int], accounts: list[str]) -> None:
-    """Jobs whose worker died: their runs become `lost`, their accounts due now."""
-    async with conn.transaction():
-        await conn.execute(
-            "UPDATE invoicing_runs SET status = 'lost', finished_at = now(), updated_at = now(),"
-            " error = 'the worker stopped answering (killed or cut off) during the run'"
-            " WHERE job_id = ANY(%s) AND status = 'running'",
-            (job_ids,),
-        )
-        await conn.execute(
-            "UPDATE invoicing_accounts SET due_at = now() WHERE name = ANY(%s)", (accounts,)
-        )
+    """Jobs whose worker died: their runs become `lost`, their accounts due now (one
+    statement)."""
+    await conn.execute(SQL["mark_lost"], (job_ids, accounts))
 
 
 @attrs.frozen
@@ -177,15 +138,7 @@ class AccountStatus:
 
 async def account_statuses(conn: Conn, account: str | None = None) -> list[AccountStatus]:
     """Every account with its latest run, by name; only `account` when given."""
-    cursor = await conn.execute(
-        "SELECT a.name, a.host, a.due_at, r.status, r.started_at, r.finished_at, r.requests,"
-        " r.created, r.updated, r.deleted, r.done, r.total, r.eta_seconds, r.error, r.worker,"
-        f" {_FAILURES}"
-        " FROM invoicing_accounts a LEFT JOIN LATERAL ("
-        "   SELECT * FROM invoicing_runs WHERE account = a.name ORDER BY id DESC LIMIT 1"
-        " ) r ON true WHERE %s::text IS NULL OR a.name = %s ORDER BY a.name",
-        (account, account),
-    )
+    cursor = await conn.execute(SQL["account_statuses"], (account, account))
     return [AccountStatus(*row) for row in await cursor.fetchall()]
 
 

@@ -28,6 +28,7 @@ import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
 from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._budget.postgres import PostgresBudgetStore
+from invoicing_async._jobs import SQL
 from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
     StartedRun,
@@ -66,16 +67,6 @@ COMPONENTS = (
     budget_postgres.SCHEMA,
     migrations.Component("jobs", "invoicing_async._jobs"),
 )
-# An account is queued (due_at NULL) while its job waits or runs; one whose job is gone
-# is due again: at worst a run more, never an account forgotten.
-_ORPHANS_DUE = """
-UPDATE invoicing_accounts a SET due_at = now()
-WHERE a.due_at IS NULL AND NOT EXISTS (
-    SELECT 1 FROM procrastinate_jobs j WHERE j.task_name = %s AND (
-        (j.status = 'todo' AND j.queueing_lock = a.name)
-        OR (j.status = 'doing' AND j.lock = a.name)))
-"""
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Jobs deferred in one statement.
 _DEFER_BATCH = 500
 #: Seconds between the tries to record a run's outcome while the database is away.
@@ -154,25 +145,23 @@ class Jobs:
         self.app = procrastinate.App(connector=connector)
         self.manager = WatchedJobManager(connector)
         self.app.job_manager = self.manager
-        self._register(self.app)
-        # The HTTP session of this worker's runs (made on first use, in the loop).
-        self._http: aiohttp.ClientSession | None = None
-        # Why the job worker cannot run jobs (see `job_worker_problem`).
-        self.worker_problem: str | None = None
-        self._stop_requested = False
 
-    def _register(self, app: procrastinate.App) -> None:
-        @app.task(name=SYNC_TASK, retry=False, pass_context=True)
+        @self.app.task(name=SYNC_TASK, retry=False, pass_context=True)
         async def sync_account(context: JobContext, account: str) -> str:
             return await self.sync(account, job_id=context.job.id, worker=context.worker_name)
 
-        @app.periodic(cron="* * * * *", periodic_id="dispatch")
-        @app.task(name=DISPATCH_TASK, retry=False, queueing_lock=DISPATCH_TASK)
+        @self.app.periodic(cron="* * * * *", periodic_id="dispatch")
+        @self.app.task(name=DISPATCH_TASK, retry=False, queueing_lock=DISPATCH_TASK)
         async def dispatch(timestamp: int) -> int:
             logger.debug("dispatching for the minute of %d", timestamp)
             return len(await self.dispatch())
 
         self.sync_task = sync_account
+        # The HTTP session of this worker's runs (made on first use, in the loop).
+        self._http: aiohttp.ClientSession | None = None
+        # Why the job worker cannot run jobs (see `job_worker_problem`).
+        self.worker_problem: str | None = None
+        self._stop_requested = False
 
     async def __aenter__(self) -> Jobs:
         await self.pool.open()  # a wrong URL fails here, at once, with the server's reason
@@ -194,20 +183,18 @@ class Jobs:
         """Apply all migrations, procrastinate's schema last (idempotent); the names applied."""
         async with self.pool.connection() as conn:
             applied = await migrations.apply(conn, COMPONENTS, where_of(self.database_url))
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
-            cursor = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
-            row = await cursor.fetchone()
-            if row is not None and not row[0]:
-                await conn.execute(SchemaManager.get_schema())
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
+                cursor = await conn.execute(SQL["has_procrastinate"])
+                row = await cursor.fetchone()
+                if row is not None and not row[0]:
+                    await conn.execute(SchemaManager.get_schema())
         return [f"{m.component}/{m.name}" for m in applied]
 
     async def enqueue(self, names: list[str]) -> dict[str, str]:
         """Queue a job per account now: "queued", or "waiting" when one already waits."""
         async with self.pool.connection() as conn:
-            await conn.execute(
-                "UPDATE invoicing_accounts SET due_at = NULL WHERE name = ANY(%s)", (names,)
-            )
+            await conn.execute(SQL["queue_accounts"], (names,))
         return await self._defer(names)
 
     async def _defer(self, names: list[str]) -> dict[str, str]:
@@ -215,14 +202,23 @@ class Jobs:
         result: dict[str, str] = {}
         for start in range(0, len(names), _DEFER_BATCH):
             batch = names[start : start + _DEFER_BATCH]
-            jobs = [
-                self.sync_task.configure(lock=name, queueing_lock=name).make_new_job(account=name)
-                for name in batch
-            ]
+            tasks = {
+                name: self.sync_task.configure(lock=name, queueing_lock=name) for name in batch
+            }
             try:
-                await self.manager.batch_defer_jobs_async(jobs)
+                await self.manager.batch_defer_jobs_async(
+                    [task.make_new_job(account=name) for name, task in tasks.items()]
+                )
             except AlreadyEnqueued:
-                result.update(await self._defer_each(batch))
+                for name, task in tasks.items():
+                    try:
+                        await task.defer_async(account=name)
+                        result[name] = "queued"
+                    except AlreadyEnqueued:
+                        result[name] = "waiting"
+                    except BaseException:
+                        await self._due_now([name])
+                        raise
             except BaseException:
                 await self._due_now(batch)
                 raise
@@ -230,27 +226,10 @@ class Jobs:
                 result.update(dict.fromkeys(batch, "queued"))
         return result
 
-    async def _defer_each(self, names: list[str]) -> dict[str, str]:
-        result: dict[str, str] = {}
-        for name in names:
-            try:
-                await self.sync_task.configure(lock=name, queueing_lock=name).defer_async(
-                    account=name
-                )
-                result[name] = "queued"
-            except AlreadyEnqueued:
-                result[name] = "waiting"
-            except BaseException:
-                await self._due_now([name])
-                raise
-        return result
-
     async def _due_now(self, names: list[str]) -> None:
         """Accounts whose job could not be deferred are due again: never forgotten."""
         async with self.pool.connection() as conn:
-            await conn.execute(
-                "UPDATE invoicing_accounts SET due_at = now() WHERE name = ANY(%s)", (names,)
-            )
+            await conn.execute(SQL["due_now"], (names,))
 
     async def dispatch(self) -> dict[str, str]:
         """Recover lost jobs, then queue every due account; {} when another dispatcher is at it."""
@@ -261,11 +240,8 @@ class Jobs:
             if row is None or not row[0]:
                 return {}
             try:
-                await conn.execute(_ORPHANS_DUE, (SYNC_TASK,))
-                cursor = await conn.execute(
-                    "UPDATE invoicing_accounts SET due_at = NULL WHERE due_at <= now()"
-                    " RETURNING name"
-                )
+                await conn.execute(SQL["orphans_due"], (SYNC_TASK,))
+                cursor = await conn.execute(SQL["queue_due"])
                 names = sorted(str(row[0]) for row in await cursor.fetchall())
                 queued = await self._defer(names)
             finally:
@@ -282,13 +258,12 @@ class Jobs:
 
     async def recover_stalled(self) -> list[str]:
         """Fail the jobs of workers silent for `stalled_after` seconds; queue their accounts."""
-        manager = self.app.job_manager
-        stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
+        stalled = await self.manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         ids: list[int] = []
         accounts: list[str] = []
         for job in stalled:
             try:
-                await manager.finish_job(job, status=Status.FAILED, delete_job=False)
+                await self.manager.finish_job(job, status=Status.FAILED, delete_job=False)
             except Exception:  # finished meanwhile: its worker was alive after all
                 continue
             if job.task_name == SYNC_TASK and job.id is not None:
@@ -346,7 +321,7 @@ class Jobs:
                 delete_jobs="successful",
             )
         )
-        signals = _SIGNALS if install_signal_handlers else ()
+        signals = (signal.SIGINT, signal.SIGTERM) if install_signal_handlers else ()
         loop = asyncio.get_running_loop()
         for sig in signals:
             loop.add_signal_handler(sig, self._on_signal, worker)
@@ -426,7 +401,10 @@ class Jobs:
     def account_run(
         self, account: Account, failures: int = 0, *observers: RunObserver
     ) -> AccountRun:
-        """The run of `account` as this worker makes it; `sync` gives it the account's lock."""
+        """The run of `account` as this worker makes it; `sync` gives it the account's lock.
+        The worker's runs share one HTTP session, with no cookies (accounts share it)."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
         return AccountRun(
             account=account.name,
             base_url=account.base_url,
@@ -439,7 +417,7 @@ class Jobs:
             ca_file=account.ca_file,
             secret_policy=self.secret_policy,
             concurrency=_ENGINE_CONCURRENCY,
-            session=self._http_session(),
+            session=self._http,
             observers=(*observers, *self.observers),
             schedule=functools.partial(
                 next_due,
@@ -449,12 +427,6 @@ class Jobs:
                 failures_before=failures,
             ),
         )
-
-    def _http_session(self) -> aiohttp.ClientSession:
-        """The worker's one HTTP session, shared by its runs; no cookies (accounts share it)."""
-        if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
-        return self._http
 
     async def _finish(self, conn: Conn, started: StartedRun, outcome: RunOutcome) -> None:
         """Record the outcome and let go of the lock on `conn`; if that fails, close `conn` (the

@@ -36,7 +36,8 @@ def require_psycopg(what: str = "PostgreSQL support") -> None:
 
 
 async def _autocommit(conn: Any) -> None:
-    """Each statement its own transaction unless a call opens one."""
+    """Each statement its own transaction unless a call opens one (not a connect keyword:
+    procrastinate connects with the pool's keywords and an `autocommit` of its own)."""
     await conn.set_autocommit(True)
 
 

@@ -23,19 +23,17 @@ its defer, for orphans), and each logs what it queued itself."""
 
 @attrs.frozen
 class KeyedLock:
-    """A family of locks, one per name: the key is ``hashtextextended(prefix || name, 0)``."""
+    """A family of locks, one per name: the key is ``hashtextextended(prefix || name, 0)``,
+    written so in the SQL files that take them."""
 
     prefix: str
 
-    def name(self, name: str) -> str:
-        """The text whose hash is the lock's key (the SQL passes it to hashtextextended)."""
-        return f"{self.prefix}{name}"
-
 
 ACCOUNT_RUN: Final = KeyedLock("invoicing-account:")
-"""Session-scoped, held by a run of one account for its whole run (`_jobs.tasks`): a worker
-declared lost that was only cut off cannot sync beside its successor. Taken with
-``pg_try_advisory_lock``: a second run finds it held and records itself as "locked"."""
+"""Session-scoped, held by a run of one account for its whole run (`_jobs.tasks`, its SQL in
+``_jobs/queries.sql``): a worker declared lost that was only cut off cannot sync beside
+its successor. Taken with ``pg_try_advisory_lock``: a second run finds it held and records
+itself as "locked"."""
 
 BUDGET_KEY: Final = KeyedLock("invoicing-budget:")
 """Transaction-scoped, inside the budget's SQL functions

@@ -26,9 +26,22 @@ if TYPE_CHECKING:
 
     Conn = AsyncConnection[TupleRow]
 
-__all__ = ["Component", "Migration", "apply", "check", "migrate", "once_per_pool", "read_versions"]
+__all__ = ["Component", "Migration", "apply", "check", "migrate", "once_per_pool", "queries"]
 
 _FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+_NAMED = re.compile(r"^-- name: (\w+)\n(.*?);?\s*(?=^-- name: |\Z)", re.MULTILINE | re.DOTALL)
+_COMMENT = re.compile(r"^--(?! name: ).*\n", re.MULTILINE)
+
+
+@functools.cache
+def queries(package: str) -> dict[str, str]:
+    """The statements of a package's ``queries.sql`` by name, each after its
+    ``-- name: NAME`` line (procrastinate's layout), without the comment lines."""
+    text = (resources.files(package) / "queries.sql").read_text("utf-8")
+    return {m[1]: m[2] for m in _NAMED.finditer(_COMMENT.sub("", text))}
+
+
+_SQL = queries("invoicing_async._postgres")
 
 
 @attrs.frozen
@@ -75,26 +88,19 @@ def _load(component: str, package: str) -> tuple[Migration, ...]:
 
 
 async def _tables(conn: Conn, names: Sequence[str]) -> set[str]:
-    """Which of `names` exist in the current schema (a scan of pg_class: to_regclass() may
-    see a stale cache while waiting on the advisory lock)."""
-    cursor = await conn.execute(
-        "SELECT c.relname FROM pg_catalog.pg_class c"
-        " WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%s)",
-        (list(names),),
-    )
+    """Which of `names` exist in the current schema."""
+    cursor = await conn.execute(_SQL["tables"], (list(names),))
     return {str(row[0]) for row in await cursor.fetchall()}
 
 
-async def read_versions(conn: Conn, components: Sequence[Component], where: str) -> dict[str, int]:
+async def _read_versions(conn: Conn, components: Sequence[Component], where: str) -> dict[str, int]:
     """Each component's version in the database (0 when none); `StoreError` for a newer one,
     or for a component's tables without any version table."""
     signs = [c.sign for c in components if c.sign]
     tables = await _tables(conn, ["invoicing_migrations", *signs])
     recorded: dict[str, int] = {}
     if "invoicing_migrations" in tables:
-        cursor = await conn.execute(
-            "SELECT component, max(version) FROM invoicing_migrations GROUP BY component"
-        )
+        cursor = await conn.execute(_SQL["versions"])
         recorded = {str(c): int(v) for c, v in await cursor.fetchall()}
     else:
         for component in components:
@@ -139,7 +145,7 @@ async def once_per_pool(pool: Any, components: Sequence[Component]) -> AsyncIter
 async def check(conn: Conn, components: Sequence[Component], where: str) -> None:
     """Refuse (`StoreError`) a database whose schema is not this package's; reads only."""
     async with conn.transaction():
-        versions = await read_versions(conn, components, where)
+        versions = await _read_versions(conn, components, where)
     for component in components:
         if versions[component.name] < component.latest:
             raise StoreError(
@@ -153,24 +159,20 @@ async def apply(conn: Conn, components: Sequence[Component], where: str) -> list
     """Bring the components' schemas up to date; the migrations applied now (read first
     without locking, then again under the lock)."""
     async with conn.transaction():
-        versions = await read_versions(conn, components, where)
+        versions = await _read_versions(conn, components, where)
     if all(versions[c.name] == c.latest for c in components):
         return []
     applied: list[Migration] = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
-        versions = await read_versions(conn, components, where)
-        # The runner's own table, ``invoicing_migrations``.
-        await conn.execute((resources.files(__package__) / "sql" / "migrations.sql").read_text())
+        versions = await _read_versions(conn, components, where)
+        await conn.execute(_SQL["create_migrations"])
         for component in components:
             for migration in component.migrations:
                 if migration.version > versions[component.name]:
                     await conn.execute(migration.sql)
-                    await conn.execute(
-                        "INSERT INTO invoicing_migrations (component, version, name)"
-                        " VALUES (%s, %s, %s)",
-                        (component.name, migration.version, migration.name),
-                    )
+                    record = (component.name, migration.version, migration.name)
+                    await conn.execute(_SQL["record_migration"], record)
                     applied.append(migration)
     return applied
 

@@ -41,3 +41,11 @@ CREATE TABLE IF NOT EXISTS invoicing_runs (
 );
 CREATE INDEX IF NOT EXISTS invoicing_runs_account ON invoicing_runs (account, id);
 CREATE INDEX IF NOT EXISTS invoicing_runs_job ON invoicing_runs (job_id);
+-- An account's failures in a row: its error runs since the last run that got through
+-- (locked and lost runs say nothing of the account and neither end nor extend a streak).
+CREATE OR REPLACE FUNCTION invoicing_failures(account text) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT count(*) FROM invoicing_runs f WHERE f.account = $1 AND f.status = 'error'
+    AND f.id > coalesce((SELECT max(e.id) FROM invoicing_runs e WHERE e.account = $1
+        AND e.status IN ('complete', 'incomplete', 'budget')), 0)
+$$;

@@ -95,12 +95,9 @@ async def test_an_account_held_by_another_run_is_left_alone(
 ) -> None:
     path, env = write_accounts(tmp_path, services)
     (tmp_path / "stores").mkdir()
-    held = StoreLock(tmp_path / "stores" / "acct-1.sqlite3")
-    assert held.acquire()
-    try:
+    async with StoreLock(tmp_path / "stores" / "acct-1.sqlite3").held() as taken:
+        assert taken
         code, out, err = await run("sync-many", str(path), "--json", env=env)
-    finally:
-        held.release()
     assert code == 3, err  # not complete: run again later
     statuses = {a["name"]: a["status"] for a in json.loads(out)["accounts"]}
     assert statuses == {"acct-0": "complete", "acct-1": "locked", "acct-2": "complete"}
@@ -122,13 +119,14 @@ async def test_one_failing_account_does_not_stop_the_others(
     assert "Traceback" not in err
 
 
-def test_two_overlapping_locks_on_one_store_exclude_each_other(tmp_path: Path) -> None:
+async def test_two_overlapping_locks_on_one_store_exclude_each_other(tmp_path: Path) -> None:
     first, second = StoreLock(tmp_path / "a.db"), StoreLock(tmp_path / "a.db")
-    assert first.acquire()
-    assert not second.acquire()
-    first.release()
-    assert second.acquire()
-    second.release()
+    async with first.held() as taken:
+        assert taken
+        async with second.held() as also_taken:
+            assert not also_taken
+    async with second.held() as taken:
+        assert taken
 
 
 async def test_accounts_file_defaults_paths_and_secrets(

@@ -210,6 +210,24 @@ async def test_enqueue_and_work_syncs_and_records_the_run(
         assert service.password not in text
 
 
+async def test_remove_keeps_the_stored_invoices_unless_purged(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    for name in ("acme", "beta"):
+        await add(migrated, service, name)
+    async with Jobs(migrated) as jobs:
+        await jobs.enqueue(["acme", "beta"])
+    await work(migrated)
+    assert (await stored(migrated, "acme"), await stored(migrated, "beta")) == (300, 300)
+    assert await acli("accounts", "remove", "acme", url=migrated) == 0
+    assert await acli("accounts", "remove", "beta", "--purge", url=migrated) == 0
+    assert await acli("accounts", "remove", "beta", "--purge", url=migrated) == 1
+    assert (runs(migrated, "acme"), runs(migrated, "beta")) == ([], [])
+    assert (await stored(migrated, "acme"), await stored(migrated, "beta")) == (300, 0)
+    [(pending,)] = query(migrated, "SELECT count(*) FROM invoicing_pending WHERE account = 'beta'")
+    assert pending == 0
+
+
 async def our_connections(url: str) -> list[str]:
     """The application_name of every backend of ours on the test's database."""
     async with await psycopg.AsyncConnection.connect(url) as conn:
