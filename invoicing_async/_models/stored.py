@@ -42,6 +42,8 @@ class InvoiceDocument:
     contact_id: int | None
     document: bytes = attrs.field(repr=False)
     _model: Invoice | None = attrs.field(default=None, repr=False, eq=False, alias="model")
+    #: The closed strict struct the member was checked with, when it fits one.
+    _checked: Any = attrs.field(default=None, repr=False, eq=False, alias="checked")
 
     @classmethod
     def of(cls, invoice: Invoice, document: bytes | None = None) -> InvoiceDocument:
@@ -56,6 +58,12 @@ class InvoiceDocument:
         if self._model is None:
             self._model = load_model(self.document, "json", Invoice)
         return self._model
+
+    def values(self) -> Any:
+        """The invoice's values by the model's attribute names: the closed strict struct
+        it was checked with at fetch (typed in C, no model), else the model (which keeps
+        fields the models do not know in `extra`)."""
+        return self.model() if self._checked is None else self._checked
 
 
 def load_invoice_documents(
@@ -74,9 +82,10 @@ def load_invoice_documents(
 
 def _json_member(raw: bytes) -> InvoiceDocument | MemberError:
     """One JSON member: checked in C, or else read by the converter."""
-    columns = checked_invoice(raw)
-    if columns is not None:
-        return InvoiceDocument(*columns, document=raw)
+    checked = checked_invoice(raw)
+    if checked is not None:
+        columns, struct = checked
+        return InvoiceDocument(*columns, document=raw, checked=struct)
     try:
         tree = decode_json(raw)
     except DecodeError as exc:

@@ -35,8 +35,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import hashlib
+import itertools
 import json
 import logging
 import operator
@@ -48,7 +48,6 @@ from typing import Any
 
 import attrs
 import dlt
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from dlt.common.data_types.typing import TDataType
@@ -59,7 +58,7 @@ from dlt.extract.hints import TResourceNestedHints
 from dlt.extract.resource import DltResource
 
 from invoicing_async import Auth, BasicAuth, Format, InvoicingClient, RateBudget
-from invoicing_async._models import export, strict_json
+from invoicing_async._models import export
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync import fetching
 from invoicing_async._sync.report import SyncReport
@@ -255,14 +254,15 @@ def _array(name: str, kind: str, values: list[Any]) -> pa.Array | None:
     return array
 
 
-def _arrays(cls: type[Model], items: list[Any], owners: list[int]) -> dict[str, pa.Array]:
-    """The typed columns of `items` (models or strict structs of `cls`); `_Refused` names
-    the invoices (`owners`, one per item) holding a value a column cannot hold."""
+def _arrays(cls: type[Model], items: list[Any]) -> dict[str, pa.Array]:
+    """The typed columns of `items` (models, or the closed strict structs, of `cls`), one
+    pass over the items per column; `_Refused` names by position the items holding a
+    value a column cannot hold."""
     arrays: dict[str, pa.Array] = {}
     refused: dict[int, str] = {}
     for name, kind in _kinds(cls).items():
         if name == "extra":  # a strict struct has none
-            values = [getattr(item, name, None) for item in items]
+            values = [getattr(item, name) if type(item) is cls else None for item in items]
         else:
             values = list(map(operator.attrgetter(name), items))
         try:
@@ -270,37 +270,19 @@ def _arrays(cls: type[Model], items: list[Any], owners: list[int]) -> dict[str, 
                 arrays[name] = array
         except (pa.ArrowException, ValueError, UnicodeError):
             blamed: dict[int, str] = {}
-            for owner, item, value in zip(owners, items, values, strict=True):
+            for position, (item, value) in enumerate(zip(items, values, strict=True)):
                 try:
                     if value is not None:
                         value = Decimal(value) if kind == "decimal" else value
                         _held(name, value, f"{cls.__name__} {getattr(item, 'id', None)}")
                 except ValueError as exc:
-                    blamed[owner] = str(exc)
+                    blamed[position] = str(exc)
             if not blamed:  # no value to blame: never a column left out
                 raise
             refused = {**blamed, **refused}
     if refused:
         raise _Refused(refused)
     return arrays
-
-
-@functools.cache
-def _decoder() -> msgspec.json.Decoder[Any]:
-    """Reads a stored document into the invoice's closed strict struct: typed in C, no
-    model. One with fields the models do not know fails it and is read into a model
-    (they land in `extra`)."""
-    document = msgspec.defstruct(
-        "Document", [("invoice", strict_json.struct_for(Invoice, closed=True))]
-    )
-    return msgspec.json.Decoder(document)
-
-
-def _read(document: InvoiceDocument) -> Any:
-    try:
-        return _decoder().decode(document.document).invoice
-    except (msgspec.DecodeError, ValueError):
-        return document.model()
 
 
 def _tables(
@@ -318,7 +300,7 @@ def _tables(
             else str(document.id)
         )
 
-    invoices = [(d.id or 0, key(d), _read(d)) for d in documents]
+    invoices = [(d.id or 0, key(d), d.values()) for d in documents]
     refused: dict[int, str] = {}
     while True:  # each round leaves out at least one invoice
         try:
@@ -343,22 +325,29 @@ def _markers(ids: list[int], keys: list[str], *, root: bool) -> pa.Table:
 
 
 def _build(invoices: list[tuple[int, str, Any]], replaced: Container[int]) -> dict[str, pa.Table]:
+    """The tables of `invoices` ((id, key, values) each); `_Refused` names by id every
+    invoice holding a value a column of any of them cannot hold."""
     ids = [i for i, _, _ in invoices]
+    keys = pa.array([k for _, k, _ in invoices], pa.string())
+    values = [v for _, _, v in invoices]
+    refused: dict[int, str] = {}
+    tables: dict[str, pa.Table] = {}
+    try:
+        tables["invoices"] = _table({**_arrays(Invoice, values), "_dlt_id": keys})
+    except _Refused as exc:
+        refused = {ids[n]: why for n, why in exc.reasons.items()}
     marked = [(i, k) for i, k, _ in invoices if i in replaced]
-    keys = [k for _, k, _ in invoices]
-    models = [m for _, _, m in invoices]
-    root = _arrays(Invoice, models, ids)
-    root["_dlt_id"] = pa.array(keys, pa.string())
-    tables = {"invoices": _table(root)}
     for name, cls in _CHILDREN.items():
-        rows = [
-            (ident, key, position, item)
-            for ident, key, invoice in invoices
-            for position, item in enumerate(getattr(invoice, name) or ())
-        ]
-        arrays = _arrays(cls, [r[3] for r in rows], [r[0] for r in rows])
-        parents = pa.array([r[1] for r in rows], pa.string())
-        positions = pa.array([r[2] for r in rows], pa.int64())
+        lists = [getattr(v, name) or () for v in values]
+        owners = [n for n, items in enumerate(lists) for _ in items]
+        try:
+            arrays = _arrays(cls, list(itertools.chain.from_iterable(lists)))
+        except _Refused as exc:
+            for n, why in exc.reasons.items():
+                refused.setdefault(ids[owners[n]], why)
+            continue
+        parents = keys.take(pa.array(owners, pa.int64()))
+        positions = pa.array([n for items in lists for n in range(len(items))], pa.int64())
         arrays["_dlt_id"] = pc.binary_join_element_wise(
             parents, pc.cast(positions, pa.string()), "."
         )
@@ -368,6 +357,8 @@ def _build(invoices: list[tuple[int, str, Any]], replaced: Container[int]) -> di
             markers = _markers([i for i, _ in marked], [k for _, k in marked], root=False)
             table = pa.concat_tables([table, markers], promote_options="default")
         tables[f"invoices__{name}"] = table
+    if refused:
+        raise _Refused(refused)
     return tables
 
 

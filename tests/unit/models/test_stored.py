@@ -10,12 +10,13 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import msgspec
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from invoicing_async._models import stored
+from invoicing_async._models import export, stored
 from invoicing_async._models.documents import MemberError, dump_model, load_model
 from invoicing_async._models.fields import field_specs, read_keys
 from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
@@ -69,7 +70,24 @@ def new_path(body: bytes) -> Any:
         model = doc.model()
         columns = (model.id, model.revision, model.invoice_id, model.state, model.contact_id)
         assert (doc.id, doc.revision, doc.invoice_number, doc.state, doc.contact_id) == columns
+        assert_values_read_as_the_model(doc.values(), model)
     return [d.model() for d in docs], [d.document for d in docs], failed
+
+
+def assert_values_read_as_the_model(values: Any, model: Any) -> None:
+    """`InvoiceDocument.values()` (the checked struct, or the model) holds the model's
+    values by the same names, its lists' too (None for none): decimals as their text or
+    integers, no `extra` in a struct (it fits only when the models know every field)."""
+    kinds = export.scalar_columns(type(model))
+    for name in attrs.fields_dict(type(model)):
+        got, want = getattr(values, name, {}), getattr(model, name)
+        if kinds.get(name) == "decimal" and got is not None:
+            got = Decimal(got)
+        if isinstance(want, list):
+            for item, item_model in zip(got or [], want, strict=True):
+                assert_values_read_as_the_model(item, item_model)
+        else:
+            assert got == want, name
 
 
 def same_as_converter(body: bytes) -> None:
