@@ -80,7 +80,8 @@ def assert_values_read_as_the_model(values: Any, model: Any) -> None:
     integers, no `extra` in a struct (it fits only when the models know every field)."""
     kinds = export.scalar_columns(type(model))
     for name in attrs.fields_dict(type(model)):
-        got, want = getattr(values, name, {}), getattr(model, name)
+        got: Any = getattr(values, name, {})
+        want = getattr(model, name)
         if kinds.get(name) == "decimal" and got is not None:
             got = Decimal(got)
         if isinstance(want, list):
