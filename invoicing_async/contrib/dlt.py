@@ -342,18 +342,11 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | 
     revisions = SyncRevisions()
     if getattr(pipeline, "destination", None) is None:  # extract only: nothing stored
         return revisions
-    naming = pipeline.default_schema.naming if pipeline.default_schema_name else None
-
-    def named(name: str) -> str:
-        return naming.normalize_identifier(name) if naming else name
-
-    with pipeline.sql_client() as sql:
+    with pipeline.sql_client() as sql:  # names every naming convention keeps as they are
         if not sql.has_dataset():
             return revisions
-        ident, revision, valid_to = (
-            sql.escape_column_name(named(c)) for c in ("id", "revision", "_dlt_valid_to")
-        )
-        table = sql.make_qualified_table_name(named("invoices"))
+        ident, revision, valid_to = map(sql.escape_column_name, ["id", "revision", "_dlt_valid_to"])
+        table = sql.make_qualified_table_name("invoices")
         current = f" WHERE {valid_to} IS NULL" if scd2 else ""
         query = f"SELECT {ident}, {revision} FROM {table}{current} ORDER BY {ident}"
         try:
