@@ -536,6 +536,7 @@ def invoicing_source(
             max_delete_share=max_delete_share,
             force_deletions=force_deletions,
             quarantine_for=quarantine_for,
+            keep_values=True,
         ),
     )
     # scd2 keys a version by its `_dlt_id`, the other strategy an invoice by its id
