@@ -93,17 +93,6 @@ class SecretPolicy:
         (the command line, an accounts file), which could name any of them anyway."""
         return cls(env_prefix="", secrets_dir=Path("/"))
 
-    def check(self, ref: SecretRef, what: str = "secret") -> None:
-        """Raise `SecretError` when the reference is outside what this policy allows."""
-        if ref.kind == "env":
-            if not ref.name.startswith(self.env_prefix):
-                raise SecretError(
-                    f"{what} {ref} refused: this worker reads only variables named "
-                    f"{self.env_prefix}* (--secret-env-prefix)"
-                )
-            return
-        self.confine(ref, what)
-
     def confine(self, ref: SecretRef, what: str = "secret") -> tuple[str, PurePath]:
         """The secrets directory (resolved) and the file's path within it (symlinks
         resolved now); `SecretError` when the file is not under the directory."""
@@ -121,7 +110,11 @@ class SecretPolicy:
 async def read_secret(ref: SecretRef, policy: SecretPolicy, what: str = "secret") -> str:
     """The secret `ref` names, read now under `policy`; `SecretError` says why not."""
     if ref.kind == "env":
-        policy.check(ref, what)
+        if not ref.name.startswith(policy.env_prefix):
+            raise SecretError(
+                f"{what} {ref} refused: this worker reads only variables named "
+                f"{policy.env_prefix}* (--secret-env-prefix)"
+            )
         value = os.environ.get(ref.name)
         if value is None:
             raise SecretError(f"${ref.name} ({what}) is not set")

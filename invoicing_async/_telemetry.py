@@ -4,8 +4,9 @@ configured (looked up at most once a second until one is); otherwise each hook i
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +21,6 @@ __all__ = ["SCOPE", "configured", "forget", "histogram", "span", "tracer"]
 #: The instrumentation scope: the name our tracer and meter are known by.
 SCOPE = "invoicing_async"
 
-_NOT_LOOKED_UP: Any = object()
-_api: Any = _NOT_LOOKED_UP  # (trace, metrics) of opentelemetry, or None when absent
 _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 _instruments: dict[tuple[int, str], Any] = {}
 #: Seconds between lookups of the providers while none is configured.
@@ -30,18 +29,15 @@ _found = False  # a provider was configured (a provider, once set, stays)
 _looked_at = float("-inf")
 
 
+@functools.cache
 def _opentelemetry() -> Any:
     """opentelemetry's `trace` and `metrics` modules, imported on first use; None when the
     extra is not installed (then never tried again)."""
-    global _api
-    if _api is _NOT_LOOKED_UP:
-        try:
-            from opentelemetry import metrics, trace
-        except ImportError:
-            _api = None
-        else:
-            _api = (trace, metrics)
-    return _api
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:
+        return None
+    return trace, metrics
 
 
 def configured() -> bool:
@@ -49,7 +45,7 @@ def configured() -> bool:
     global _found, _looked_at
     if _found:
         return True
-    if _api is None:  # not installed, known since the first lookup
+    if _opentelemetry() is None:  # not installed
         return False
     now = time.monotonic()
     if now - _looked_at < _RECHECK:
@@ -113,12 +109,4 @@ def span(
     """A span made current for the block (None inside when OpenTelemetry is off)."""
     if not configured():
         return _NO_SPAN
-    return _current_span(name, attributes)
-
-
-@contextlib.contextmanager
-def _current_span(
-    name: str, attributes: Mapping[str, str | int | float | bool] | None
-) -> Iterator[Span]:
-    with tracer().start_as_current_span(name, attributes=attributes) as current:
-        yield current
+    return tracer().start_as_current_span(name, attributes=attributes)

@@ -6,7 +6,8 @@ between, so no window of `period` seconds there holds more than `limit` of ours.
 
 The server's `X-RateLimit-Remaining` is folded in as *phantom* units (others' requests),
 kept as counted blocks; when nothing is left one comes back first as a probe, so the ledger
-never wedges. Every operation is O(log n). SQLite, PostgreSQL and Redis run the same rule,
+never wedges. Every operation is O(log n), and heeding an answer walks the answered units
+taken during its request's flight. SQLite, PostgreSQL and Redis run the same rule,
 tested against `MemoryLedger`."""
 
 from __future__ import annotations
@@ -93,10 +94,13 @@ class MemoryLedger:
         # Our units by return time, and their take times: how many were taken after one.
         self._returns: SortedList[tuple[float, str]] = SortedList()
         self._taken: SortedList[float] = SortedList()
+        # The server's remaining in the answers to our units out, by take time and id.
+        self._heard: SortedDict[tuple[float, str], int] = SortedDict()
 
     def _forget(self, unit: Unit) -> None:
         del self.units[unit.id]
         self._taken.remove(unit.taken_at)
+        self._heard.pop((unit.taken_at, unit.id), None)
 
     def _soonest(self, *, ours_only: bool = False) -> float:
         at = self._returns[0][0] if self._returns else math.inf
@@ -161,10 +165,14 @@ class MemoryLedger:
                 self.units[unit_id] = _tuple(Unit, (unit_id, unit.taken_at, back))
                 self._returns.add((back, unit_id))
         if sent and remaining is not None:
-            self.heed_server(now, taken_at, remaining)
+            self.heed_server(now, unit_id, taken_at, remaining)
 
-    def heed_server(self, now: float, taken_at: float, remaining: int) -> None:
-        """Fit the free units to the server's word on the request taken at `taken_at`."""
+    def heed_server(self, now: float, unit_id: str, taken_at: float, remaining: int) -> None:
+        """Fit the free units to the server's word on the request of `unit_id`, taken at
+        `taken_at`."""
+        unit = self.units.get(unit_id)
+        if unit is not None:
+            self._heard[unit.taken_at, unit_id] = remaining
         ours = len(self.units)
         free = self.limit - ours - self.phantoms
         if not self.phantoms and free <= remaining - ours:
@@ -172,10 +180,15 @@ class MemoryLedger:
             # free, and there are no phantoms to hand back: nothing changes.
             return
         # Requests taken after that one may not have been counted in `remaining` yet:
-        # assume they were not. Those taken at the same instant count as before it: under a
+        # assume they were not, unless their own answer showed more remaining (the server
+        # counted them first). Those taken at the same instant count as before it: under a
         # coarse clock a burst shares one timestamp, and counting it as "after" would hold
         # back half the hour.
-        allowed = remaining - (len(self._taken) - self._taken.bisect_right(taken_at))
+        heard = self._heard
+        after = len(self._taken) - self._taken.bisect_right(taken_at)
+        first = heard.bisect_left((math.nextafter(taken_at, math.inf), ""))
+        after -= sum(heard[key] > remaining for key in heard.islice(first))
+        allowed = remaining - after
         if free > allowed:
             self._burn(now, free - max(0, allowed), exhausted=allowed <= 0)
         elif free < allowed:

@@ -43,7 +43,7 @@ class RedisBudgetStore:
 
     async def _run(self, key: str, args: list[Any]) -> list[Any]:
         tag = "{invoicing:budget:" + key + "}"
-        keys = [tag + ":units", tag + ":taken", tag + ":blocks", tag + ":sizes"]
+        keys = [tag + ":units", tag + ":taken", tag + ":blocks", tag + ":sizes", tag + ":heard"]
         try:
             reply: list[Any] = await self._script(keys=keys, args=args)
         except Exception as exc:

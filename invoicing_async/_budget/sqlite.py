@@ -119,7 +119,10 @@ class _FileLedger:
         if self.limit - in_use > keep:
             unit = new_unit_id()
             self._one(
-                "INSERT INTO budget_units VALUES (?, ?, ?, ?)", unit, now, now + self.period + hold
+                "INSERT INTO budget_units VALUES (?, ?, ?, ?, NULL)",
+                unit,
+                now,
+                now + self.period + hold,
             )
             self._count(1, 0)
             return Grant(unit, now)
@@ -141,17 +144,20 @@ class _FileLedger:
         self, now: float, unit: str, taken_at: float, sent: bool, remaining: int | None
     ) -> None:
         self.expire(now)
-        row = self._one("SELECT returns_at FROM budget_units WHERE key = ? AND unit = ?", unit)
-        if row is not None and not sent:
-            self._one("DELETE FROM budget_units WHERE key = ? AND unit = ?", unit)
-            self._count(-1, 0)
-        elif row is not None and row[0] > now + self.period:
-            self._one(
-                "UPDATE budget_units SET returns_at = ?3 WHERE key = ?1 AND unit = ?2",
-                unit,
-                now + self.period,
-            )
-        if sent and remaining is not None:
+        if not sent:
+            if self.db.execute(
+                "DELETE FROM budget_units WHERE key = ? AND unit = ?", (self.key, unit)
+            ).rowcount:
+                self._count(-1, 0)
+            return
+        self._one(
+            "UPDATE budget_units SET returns_at = min(returns_at, ?3), heard = ?4"
+            " WHERE key = ?1 AND unit = ?2",
+            unit,
+            now + self.period,
+            remaining,
+        )
+        if remaining is not None:
             self._heed_server(now, taken_at, remaining)
 
     def _heed_server(self, now: float, taken_at: float, remaining: int) -> None:
@@ -159,8 +165,12 @@ class _FileLedger:
         free = self.limit - ours - phantoms
         if not phantoms and free <= remaining - ours:
             return
+        # Taken after and not counted first by the server's word (ledger.py's heed_server).
         (after,) = self._one(
-            "SELECT count(*) FROM budget_units WHERE key = ? AND taken_at > ?", taken_at
+            "SELECT count(*) FROM budget_units"
+            " WHERE key = ?1 AND taken_at > ?2 AND coalesce(heard, ?3) <= ?3",
+            taken_at,
+            remaining,
         )
         allowed = remaining - after
         if free > allowed:
@@ -208,10 +218,10 @@ class _FileLedger:
     def view(self, now: float) -> LedgerView:
         ours, phantoms = self.counts()
         (soonest,) = self._one(
-            "SELECT min((SELECT min(returns_at) FROM budget_units WHERE key = ?1), "
-            "coalesce((SELECT min(returns_at) FROM budget_phantoms WHERE key = ?1), 1e308))"
+            "SELECT min(at) FROM (SELECT min(returns_at) AS at FROM budget_units WHERE key = ?1"
+            " UNION ALL SELECT min(returns_at) FROM budget_phantoms WHERE key = ?1)"
         )
-        next_in = None if soonest is None or soonest >= 1e308 else soonest - now
+        next_in = None if soonest is None else soonest - now
         return LedgerView(self.limit, ours + phantoms, phantoms, next_in)
 
 

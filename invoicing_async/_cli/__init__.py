@@ -145,7 +145,7 @@ def _parser() -> CommandParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; its exit code (docs/operations/exit-codes.md). An expected failure
     (a file, TLS, a closed pipe, permissions, the database) is one line on stderr."""
-    from invoicing_async._cli.logs import configure_logging
+    from invoicing_async._cli.options import configure_logging
 
     args = _parser().parse_args(argv)
     configure_logging(args, default=logging.INFO if args.command == "worker" else None)

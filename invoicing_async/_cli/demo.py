@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import tempfile
+from contextlib import AsyncExitStack
 from decimal import Decimal
 from pathlib import Path
 
@@ -30,23 +31,20 @@ def _line(title: str, outcome: RunOutcome) -> str:
 async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progress: bool) -> int:
     """Sync a generated account, change it on the service, sync again; print the costs (the
     store in a temporary folder unless `db` names a file to keep)."""
-    with tempfile.TemporaryDirectory(prefix="invoicing-async-demo-") as tmp:
-        return await _demo(invoices, db, Path(tmp), fmt, seed, progress)
-
-
-async def _demo(
-    invoices: int, db: Path | None, tmp: Path, fmt: str, seed: int, progress: bool
-) -> int:
     print(
         f"Starting the fake service with {invoices} generated invoices (seed {seed})...", flush=True
     )
-    store_path = db if db is not None else tmp / "invoices.sqlite3"
     # Noon today (UTC) on the service's clock: the hour it moves below never crosses a
     # midnight, whose daily run would turn invoices late between the syncs.
     noon = dt.datetime.combine(
         dt.datetime.now(dt.timezone.utc).date(), dt.time(12), dt.timezone.utc
     )
-    async with FakeInvoicingService(invoices=invoices, seed=seed, clock=FakeClock(noon)) as service:
+    async with AsyncExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="invoicing-async-demo-")))
+        store_path = db if db is not None else tmp / "invoices.sqlite3"
+        service = await stack.enter_async_context(
+            FakeInvoicingService(invoices=invoices, seed=seed, clock=FakeClock(noon))
+        )
         print(f"  {service.base_url}  (TLS with a throwaway CA, {fmt.upper()} format)", flush=True)
         ca = tmp / "ca.pem"
         service.write_ca(ca)

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from invoicing_async._cli.options import add_command, positive_int
 from invoicing_async._extras import install_hint
@@ -29,20 +32,11 @@ ENV_SECRETS_DIR = "INVOICING_SECRETS_DIR"
 ENV_SECRET_ENV_PREFIX = "INVOICING_SECRET_ENV_PREFIX"
 
 
-def _database_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get(ENV_DATABASE_URL),
-        metavar="URL",
-        help=f"postgresql://… (default: ${ENV_DATABASE_URL})",
-    )
-
-
 def add_job_commands(commands: Any) -> None:
     """Add the PostgreSQL commands to the `invoicing-async` parser's subparsers."""
     db = commands.add_parser("db", help="the PostgreSQL database of accounts, jobs and stores")
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    _database_argument(add_command(db_commands, "migrate", help="create or upgrade the tables"))
+    migrate = add_command(db_commands, "migrate", help="create or upgrade the tables")
 
     accounts = commands.add_parser("accounts", help="the accounts workers sync")
     account_commands = accounts.add_subparsers(dest="accounts_command", required=True)
@@ -71,7 +65,6 @@ def add_job_commands(commands: Any) -> None:
     add.add_argument(
         "--every", type=positive_int, default=86400, metavar="SECONDS", help="sync interval (1 day)"
     )
-    _database_argument(add)
     bulk = add_command(
         account_commands,
         "import",
@@ -81,14 +74,11 @@ def add_job_commands(commands: Any) -> None:
     bulk.add_argument(
         "file", type=Path, metavar="FILE", help="a TOML accounts file, or CSV with a header row"
     )
-    _database_argument(bulk)
     listing = add_command(account_commands, "list", help="list the accounts (no secrets)")
     listing.add_argument("--json", action="store_true", help="print the accounts as JSON")
-    _database_argument(listing)
     remove = add_command(account_commands, "remove", help="remove an account and its runs")
     remove.add_argument("name", help="the account to remove")
     remove.add_argument("--purge", action="store_true", help="delete its stored invoices too")
-    _database_argument(remove)
 
     worker = add_command(commands, "worker", help="run a worker: sync queued accounts")
     worker.add_argument(
@@ -156,12 +146,10 @@ def add_job_commands(commands: Any) -> None:
         metavar="HOST",
         help="address the metrics port listens on (default 127.0.0.1)",
     )
-    _database_argument(worker)
 
     enqueue = add_command(commands, "enqueue", help="queue accounts to sync now")
     enqueue.add_argument("accounts", nargs="*", metavar="ACCOUNT", help="accounts to sync now")
     enqueue.add_argument("--all", action="store_true", help="every account")
-    _database_argument(enqueue)
 
     status = add_command(commands, "status", help="each account's last run and next due time")
     status.add_argument("account", nargs="?", metavar="ACCOUNT", help="this account only")
@@ -179,7 +167,13 @@ def add_job_commands(commands: Any) -> None:
         metavar="SECONDS",
         help="with --check: how long past its due time an account may wait (1 hour)",
     )
-    _database_argument(status)
+    for leaf in (migrate, add, bulk, listing, remove, worker, enqueue, status):
+        leaf.add_argument(
+            "--database-url",
+            default=os.environ.get(ENV_DATABASE_URL),
+            metavar="URL",
+            help=f"postgresql://… (default: ${ENV_DATABASE_URL})",
+        )
 
 
 def _error(text: str) -> None:
@@ -210,7 +204,7 @@ async def run_job_command(args: argparse.Namespace) -> int:
     )
     metrics = None
     if getattr(args, "metrics_port", None) is not None:
-        from invoicing_async._jobs.metrics import RunMetrics
+        from invoicing_async._jobs.metrics import MetricsServer, RunMetrics
 
         metrics = RunMetrics(per_host=args.metrics_per_host)
     async with Jobs(
@@ -223,8 +217,6 @@ async def run_job_command(args: argparse.Namespace) -> int:
     ) as jobs:
         if metrics is None:
             return await _dispatch(args, jobs)
-        from invoicing_async._jobs.metrics import MetricsServer
-
         async with MetricsServer(
             jobs, metrics, host=args.metrics_host, port=args.metrics_port
         ) as server:
@@ -255,6 +247,7 @@ async def _dispatch(args: argparse.Namespace, jobs: Jobs) -> int:
 
 
 async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
+    from invoicing_async._account_run import Credentials
     from invoicing_async._jobs import accounts as a
 
     if args.accounts_command == "import":
@@ -265,12 +258,14 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
                 account = a.new_account(
                     args.name,
                     base_url=args.base_url,
-                    username=args.username,
-                    secret=args.secret,
+                    credentials=Credentials(
+                        args.username,
+                        args.secret,
+                        oauth1=args.oauth1,
+                        token=args.token,
+                        token_secret=args.token_secret,
+                    ),
                     format=args.format,
-                    oauth1=args.oauth1,
-                    token=args.token,
-                    token_secret=args.token_secret,
                     ca_file=args.ca_file,
                     hourly_limit=args.limit,
                     every_seconds=args.every,
@@ -291,7 +286,9 @@ async def _accounts(args: argparse.Namespace, jobs: Jobs) -> int:
             return 0
         accounts = await a.list_accounts(conn)
     if args.json:
-        print(json.dumps([x.to_dict() for x in accounts], indent=2))
+        print(
+            json.dumps([attrs.asdict(x) for x in accounts], indent=2, default=dt.datetime.isoformat)
+        )
     else:
         for x in accounts:
             due = x.due_at.isoformat(timespec="seconds") if x.due_at else "queued"
@@ -308,17 +305,12 @@ async def _import(path: Path, jobs: Jobs) -> int:
     rows: list[a.Account] = []
 
     def check(config: AccountConfig) -> None:
-        credentials = config.credentials()
         try:
             account = a.new_account(
                 config.name,
                 base_url=config.base_url,
-                username=credentials.username,
-                secret=credentials.secret,
+                credentials=config.credentials(),
                 format=config.format,
-                oauth1=credentials.oauth1,
-                token=credentials.token,
-                token_secret=credentials.token_secret,
                 ca_file=None if config.ca_file is None else str(config.ca_file),
                 hourly_limit=config.hourly_limit,
                 every_seconds=config.every_seconds,
@@ -374,7 +366,7 @@ async def _status(args: argparse.Namespace, jobs: Jobs) -> int:
         _error(f"no account {args.account!r}")
         return 2
     if args.json:
-        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        print(json.dumps([attrs.asdict(r) for r in rows], indent=2, default=dt.datetime.isoformat))
     elif not args.check:
         for r in rows:
             print(printable(_status_line(r)))

@@ -1,13 +1,18 @@
 """The parsers of every command: exact option names only, one-line errors, and the
-logging options (`-v`, `--log-level`, `--log-format`) on each command."""
+logging options (`-v`, `--log-level`, `--log-format`) on each command, applied by
+`configure_logging`: the `worker` logs its runs by default; the other commands print their
+own report and log nothing unless asked (`-v`, `--log-level`, `INVOICING_LOG`)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
-__all__ = ["CommandParser", "add_command", "positive_int"]
+from invoicing_async._logs import LEVELS, install, json_from_env, level_from_env
+
+__all__ = ["CommandParser", "add_command", "configure_logging", "positive_int"]
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -45,7 +50,7 @@ def _logging_options() -> CommandParser:
     )
     group.add_argument(
         "--log-level",
-        choices=("debug", "info", "warning", "error", "critical"),
+        choices=LEVELS,
         help="the level of the package's log (overrides -v)",
     )
     group.add_argument(
@@ -75,3 +80,19 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def configure_logging(
+    args: argparse.Namespace, *, default: int | None = None, stream: IO[str] | None = None
+) -> None:
+    """Log to stderr (or `stream`) at the level the options ask, else `INVOICING_LOG`'s, else
+    `default` (None: nothing); JSON lines with `--log-format json` or `INVOICING_LOG_FORMAT`."""
+    level: int | None = default
+    if args.log_level:
+        level = logging.getLevelName(args.log_level.upper())
+    elif args.verbose:
+        level = logging.INFO if args.verbose == 1 else logging.DEBUG
+    elif (configured := level_from_env()) is not None:
+        level = configured
+    json_lines = json_from_env() if args.log_format is None else args.log_format == "json"
+    install(level, json_lines=json_lines, stream=stream)

@@ -17,7 +17,7 @@ from invoicing_async._cli.accounts_file import AccountConfig
 from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync.sqlite import SQLiteStore
 
-__all__ = ["StoreLock", "summary", "sync_account", "sync_many"]
+__all__ = ["StoreLock", "summary", "sync_many"]
 
 
 class StoreLock:
@@ -50,30 +50,6 @@ class StoreLock:
             self.release()
 
 
-async def sync_account(
-    config: AccountConfig,
-    *,
-    wait_for_budget: bool = False,
-    budget_url: str | None = None,
-    reserve: int = 0,
-) -> RunOutcome:
-    """Sync one account under its store lock; every failure becomes an outcome. The file's
-    secret references are unconfined (its writer runs the command), files still checked."""
-    config.db.parent.mkdir(parents=True, exist_ok=True)
-    return await AccountRun(
-        account=config.name,
-        base_url=config.base_url,
-        auth=config.credentials(),
-        open_store=lambda: SQLiteStore(config.db),
-        new_budget=lambda: ia.RateBudget(shared=budget_url, reserve=reserve),
-        format=config.format,
-        ca_file=config.ca_file,
-        lock=StoreLock(config.db).held,
-        secret_policy=SecretPolicy.unconfined(),
-        wait_for_budget=wait_for_budget,
-    ).run()
-
-
 async def sync_many(
     accounts: Sequence[AccountConfig],
     *,
@@ -83,14 +59,26 @@ async def sync_many(
     budget_url: str | None = None,
     reserve: int = 0,
 ) -> list[RunOutcome]:
-    """Sync every account, `concurrency` at a time; outcomes in the file's order."""
+    """Sync every account under its store lock, `concurrency` at a time; outcomes in the
+    file's order, every failure one of them. The file's secret references are unconfined
+    (its writer runs the command), files still checked."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(config: AccountConfig) -> RunOutcome:
         async with gate:
-            outcome = await sync_account(
-                config, wait_for_budget=wait_for_budget, budget_url=budget_url, reserve=reserve
-            )
+            config.db.parent.mkdir(parents=True, exist_ok=True)
+            outcome = await AccountRun(
+                account=config.name,
+                base_url=config.base_url,
+                auth=config.credentials(),
+                open_store=lambda: SQLiteStore(config.db),
+                new_budget=lambda: ia.RateBudget(shared=budget_url, reserve=reserve),
+                format=config.format,
+                ca_file=config.ca_file,
+                lock=StoreLock(config.db).held,
+                secret_policy=SecretPolicy.unconfined(),
+                wait_for_budget=wait_for_budget,
+            ).run()
         if on_done is not None:
             on_done(outcome)
         return outcome

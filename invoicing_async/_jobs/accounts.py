@@ -27,18 +27,12 @@ __all__ = [
     "Account",
     "AccountError",
     "add_account",
-    "get_account",
     "list_accounts",
     "remove_account",
     "upsert_accounts",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-ACCOUNT_COLUMNS = (
-    "name, base_url, host, format, auth, username, secret_ref, token, token_secret_ref,"
-    " ca_file, hourly_limit, every_seconds, due_at, created_at"
-)
 
 
 class AccountError(ia.InvoicingError):
@@ -47,7 +41,8 @@ class AccountError(ia.InvoicingError):
 
 @attrs.frozen
 class Account:
-    """One row of `invoicing_accounts`: references to secrets, not secrets."""
+    """One row of `invoicing_accounts` (fields in column order): references to secrets,
+    not secrets."""
 
     name: str
     base_url: str
@@ -74,24 +69,13 @@ class Account:
             token_secret=self.token_secret_ref,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """For `accounts list --json`: references as they are, times in ISO 8601."""
-        data = attrs.asdict(self)
-        for key in ("due_at", "created_at"):
-            data[key] = None if data[key] is None else data[key].isoformat()
-        return data
-
 
 def new_account(
     name: str,
     *,
     base_url: str,
-    username: str,
-    secret: str,
+    credentials: Credentials,
     format: str = "xml",
-    oauth1: bool = False,
-    token: str | None = None,
-    token_secret: str | None = None,
     ca_file: str | None = None,
     hourly_limit: int = 350,
     every_seconds: int = 86400,
@@ -110,13 +94,14 @@ def new_account(
             raise AccountError(f"account {name!r}: {problem}")
     if format not in ("xml", "json"):
         raise AccountError(f"account {name!r}: format must be 'xml' or 'json'")
+    username, oauth1, token = credentials.username, credentials.oauth1, credentials.token
     if not username:
         raise AccountError(f"account {name!r}: a username (or OAuth 1 consumer key) is needed")
     if not all(text.isprintable() for text in (username, token or "")):
         raise AccountError(
             f"account {name!r}: the username and token must not hold control characters"
         )
-    if oauth1 and not (token and token_secret):
+    if oauth1 and not (token and credentials.token_secret):
         raise AccountError(f"account {name!r}: OAuth 1 needs --token and --token-secret")
     if hourly_limit < 1 or every_seconds < 1:
         raise AccountError(f"account {name!r}: the limit and the interval must be positive")
@@ -128,10 +113,10 @@ def new_account(
         format="json" if format == "json" else "xml",
         auth="oauth1" if oauth1 else "basic",
         username=username,
-        secret_ref=_reference(secret, "secret"),
+        secret_ref=_reference(credentials.secret, "secret"),
         token=token if oauth1 else None,
-        token_secret_ref=_reference(token_secret, "token secret")
-        if oauth1 and token_secret
+        token_secret_ref=_reference(credentials.token_secret, "token secret")
+        if oauth1 and credentials.token_secret
         else None,
         ca_file=ca_file,
         hourly_limit=hourly_limit,
@@ -157,32 +142,22 @@ def _reference(text: str, what: str) -> str:
         raise AccountError(str(exc)) from None
 
 
-_INSERT = (
-    "INSERT INTO invoicing_accounts (name, base_url, host, format, auth, username,"
-    " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name)"
-)
-_SETTINGS = (
-    "base_url",
-    "host",
-    "format",
-    "auth",
-    "username",
-    "secret_ref",
-    "token",
-    "token_secret_ref",
-    "ca_file",
-    "hourly_limit",
-    "every_seconds",
-)
+ACCOUNT_COLUMNS = ", ".join(f.name for f in attrs.fields(Account))
+# The columns an account is written with (all but its schedule and creation time), with
+# the SQL type of each for the upsert's arrays.
+_WRITTEN = {
+    f.name: "integer" if f.name in ("hourly_limit", "every_seconds") else "text"
+    for f in attrs.fields(Account)
+    if f.name not in ("due_at", "created_at")
+}
+_SETTINGS = list(_WRITTEN)[1:]
+_INSERT = f"INSERT INTO invoicing_accounts ({', '.join(_WRITTEN)})"
 # Every row in one statement; an account imported again keeps its schedule (`due_at`) and
 # history, and one whose settings are all the same is not written (nor returned).
 _UPSERT = (
-    "INSERT INTO invoicing_accounts (name, base_url, host, format, auth, username,"
-    " secret_ref, token, token_secret_ref, ca_file, hourly_limit, every_seconds)"
-    " SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::integer[],"
-    " %s::integer[]) ON CONFLICT (name) DO UPDATE SET "
+    f"{_INSERT} SELECT * FROM unnest("
+    + ", ".join(f"%s::{sql_type}[]" for sql_type in _WRITTEN.values())
+    + ") ON CONFLICT (name) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in _SETTINGS)
     + " WHERE ("
     + ", ".join(f"invoicing_accounts.{c}" for c in _SETTINGS)
@@ -193,32 +168,23 @@ _UPSERT = (
 
 
 def _row(account: Account) -> tuple[Any, ...]:
-    return (
-        account.name,
-        account.base_url,
-        account.host,
-        account.format,
-        account.auth,
-        account.username,
-        account.secret_ref,
-        account.token,
-        account.token_secret_ref,
-        account.ca_file,
-        account.hourly_limit,
-        account.every_seconds,
-    )
+    return attrs.astuple(account)[: len(_WRITTEN)]
 
 
 async def add_account(conn: Conn, account: Account) -> bool:
     """Insert the account, due now; False when the name is taken (nothing changed)."""
-    cursor = await conn.execute(_INSERT + " DO NOTHING RETURNING name", _row(account))
+    cursor = await conn.execute(
+        f"{_INSERT} VALUES ({', '.join(['%s'] * len(_WRITTEN))})"
+        " ON CONFLICT (name) DO NOTHING RETURNING name",
+        _row(account),
+    )
     return await cursor.fetchone() is not None
 
 
 async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int, int, int]:
     """Add the new accounts (due now) and update the changed ones, in one statement;
     (added, updated, unchanged). Importing the same rows again writes nothing."""
-    columns = list(zip(*(_row(a) for a in accounts), strict=True)) or [()] * 12
+    columns = list(zip(*(_row(a) for a in accounts), strict=True)) or [()] * len(_WRITTEN)
     cursor = await conn.execute(_UPSERT, [list(c) for c in columns])
     inserted = [bool(row[0]) for row in await cursor.fetchall()]
     added = sum(inserted)
@@ -226,23 +192,10 @@ async def upsert_accounts(conn: Conn, accounts: Sequence[Account]) -> tuple[int,
     return added, updated, len(accounts) - added - updated
 
 
-def _account(row: tuple[Any, ...]) -> Account:
-    return Account(*row)
-
-
 async def list_accounts(conn: Conn) -> list[Account]:
     """Every account, by name."""
     cursor = await conn.execute(f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts ORDER BY name")
-    return [_account(row) for row in await cursor.fetchall()]
-
-
-async def get_account(conn: Conn, name: str) -> Account | None:
-    """One account, or None when there is none of that name."""
-    cursor = await conn.execute(
-        f"SELECT {ACCOUNT_COLUMNS} FROM invoicing_accounts WHERE name = %s", (name,)
-    )
-    row = await cursor.fetchone()
-    return None if row is None else _account(row)
+    return [Account(*row) for row in await cursor.fetchall()]
 
 
 async def remove_account(conn: Conn, name: str, *, purge: bool = False) -> bool:

@@ -36,20 +36,20 @@ _QUEUE = (
 _OVERDUE = (
     "SELECT count(*) FROM invoicing_accounts WHERE due_at < now() - make_interval(secs => %s)"
 )
+#: Seconds past its due time after which an account counts as overdue (as `status --check`).
+_OVERDUE_MARGIN = 3600.0
 
 
 class RunMetrics(RunObserver):
     """The run metrics of one worker, in a registry of their own; every label set is bounded
     (`per_host` adds a gauge per customer host: opt-in, for fleets of few hosts)."""
 
-    def __init__(
-        self, registry: CollectorRegistry | None = None, *, per_host: bool = False
-    ) -> None:
+    def __init__(self, *, per_host: bool = False) -> None:
         try:
             import prometheus_client as p
         except ImportError:
             raise ConfigurationError(_INSTALL) from None
-        self.registry = registry if registry is not None else p.CollectorRegistry()
+        self.registry: CollectorRegistry = p.CollectorRegistry()
         r = self.registry
         self.runs = p.Counter("invoicing_runs", "Account runs, by outcome", ["outcome"], registry=r)
         self.duration = p.Histogram(
@@ -163,7 +163,6 @@ class MetricsServer:
         *,
         host: str = "127.0.0.1",
         port: int = 9464,
-        overdue_margin: float = 3600.0,
         query_timeout: float = 2.0,
         connection_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
@@ -172,7 +171,6 @@ class MetricsServer:
         self.metrics = metrics
         self.host = host
         self.port = port
-        self.overdue_margin = overdue_margin
         self.query_timeout = query_timeout
         self.connection_timeout = connection_timeout
         self._clock = clock
@@ -230,7 +228,7 @@ class MetricsServer:
     async def _metrics(self, _request: web.Request) -> web.Response:
         try:
             queued = {str(s): int(n) for s, n in await self._query(_QUEUE, (SYNC_TASK,))}
-            ((overdue,),) = await self._query(_OVERDUE, (self.overdue_margin,))
+            ((overdue,),) = await self._query(_OVERDUE, (_OVERDUE_MARGIN,))
         except Exception:  # the run metrics are still worth serving
             pass
         else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -173,12 +173,6 @@ class AccountStatus:
     error: str | None
     worker: str | None
     failures: int
-
-    def to_dict(self) -> dict[str, Any]:
-        data = attrs.asdict(self)
-        for key in ("due_at", "started_at", "finished_at"):
-            data[key] = None if data[key] is None else data[key].isoformat()
-        return data
 
 
 async def account_statuses(conn: Conn, account: str | None = None) -> list[AccountStatus]:

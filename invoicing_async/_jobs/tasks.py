@@ -11,19 +11,23 @@ import os
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import attrs
+import procrastinate
+from procrastinate import JobContext
+from procrastinate.exceptions import AlreadyEnqueued
+from procrastinate.jobs import Status
+from procrastinate.manager import JobManager
+from procrastinate.schema import SchemaManager
 
 import invoicing_async as ia
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
 from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._budget.postgres import PostgresBudgetStore
-from invoicing_async._extras import install_hint
-from invoicing_async._jobs import schema
 from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
     StartedRun,
@@ -40,10 +44,9 @@ from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.report import SyncProgress
-from invoicing_async.errors import ConfigurationError, StoreError
+from invoicing_async.errors import StoreError
 
 if TYPE_CHECKING:
-    import procrastinate
     from psycopg import AsyncConnection
     from psycopg.rows import TupleRow
     from psycopg_pool import AsyncConnectionPool
@@ -51,13 +54,18 @@ if TYPE_CHECKING:
     Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
     Conn = AsyncConnection[TupleRow]
 
-__all__ = ["DISPATCH_TASK", "SYNC_TASK", "Jobs", "require_procrastinate"]
+__all__ = ["COMPONENTS", "DISPATCH_TASK", "SYNC_TASK", "Jobs", "WatchedJobManager"]
 
 logger = logging.getLogger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
-COMPONENTS = (store_postgres.SCHEMA, budget_postgres.SCHEMA, schema.SCHEMA)
+#: Every schema a jobs database holds; the jobs layer's own (accounts, runs) in ``_jobs/sql/``.
+COMPONENTS = (
+    store_postgres.SCHEMA,
+    budget_postgres.SCHEMA,
+    migrations.Component("jobs", "invoicing_async._jobs"),
+)
 # An account is queued (due_at NULL) while its job waits or runs; one whose job is gone
 # is due again: at worst a run more, never an account forgotten.
 _ORPHANS_DUE = """
@@ -67,7 +75,6 @@ WHERE a.due_at IS NULL AND NOT EXISTS (
         (j.status = 'todo' AND j.queueing_lock = a.name)
         OR (j.status = 'doing' AND j.lock = a.name)))
 """
-_INSTALL = f"jobs and workers need procrastinate; {install_hint('postgres')}"
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Jobs deferred in one statement.
 _DEFER_BATCH = 500
@@ -75,21 +82,51 @@ _DEFER_BATCH = 500
 _FINISH_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 #: Seconds between writes of a run's progress.
 _PROGRESS_EVERY = 2.0
+#: Seconds before a failed account is due again (doubled per failure in a row).
+_RETRY_AFTER = 900.0
+#: Fetch requests in flight at once in each account's run.
+_ENGINE_CONCURRENCY = 4
+
+T = TypeVar("T")
 
 
-def require_procrastinate() -> None:
-    """Raise `ConfigurationError` naming the extra when procrastinate is not installed."""
-    try:
-        import procrastinate  # noqa: F401
-    except ImportError:
-        raise ConfigurationError(_INSTALL) from None
+class WatchedJobManager(JobManager):
+    """procrastinate's `JobManager`, whose `failure` names at once the first failure of the
+    worker's side loops, which stops the worker (for `/healthz` and the worker's exit)."""
+
+    failure: str | None = None
+
+    async def _watched(self, what: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except AlreadyEnqueued:  # the dispatcher's job already waits: not a failure
+            raise
+        except Exception as exc:
+            if self.failure is None:  # procrastinate's "Database error." wraps psycopg's
+                self.failure = f"{what}: {describe(exc.__cause__ or exc)}"
+            raise
+
+    async def fetch_job(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._watched("fetching jobs failed", super().fetch_job(*args, **kwargs))
+
+    async def listen_for_jobs(self, *args: Any, **kwargs: Any) -> None:
+        call = super().listen_for_jobs(*args, **kwargs)
+        await self._watched("the job listener failed", call)
+
+    async def defer_periodic_job(self, *args: Any, **kwargs: Any) -> Any:
+        call = super().defer_periodic_job(*args, **kwargs)
+        return await self._watched("deferring the dispatcher failed", call)
+
+    async def update_heartbeat(self, *args: Any, **kwargs: Any) -> None:
+        call = super().update_heartbeat(*args, **kwargs)
+        await self._watched("the worker heartbeat failed", call)
 
 
 class Jobs:
     """Our tables and procrastinate's app on one database (one pool); open with ``async with``.
 
     `stalled_after`: seconds without a heartbeat before a worker's jobs are declared lost.
-    `retry_after`: seconds before a failed account is due again, doubled per failure up to
+    A failed account is due again after `_RETRY_AFTER` seconds, doubled per failure up to
     `retry_cap`. `secret_policy`: which secret references this worker may read."""
 
     def __init__(
@@ -97,21 +134,14 @@ class Jobs:
         database_url: str,
         *,
         stalled_after: float = 30.0,
-        retry_after: float = 900.0,
         retry_cap: float = 6 * 3600.0,
         pool_size: int = 10,
-        engine_concurrency: int = 4,
         secret_policy: SecretPolicy | None = None,
         observers: Sequence[RunObserver] = (),
     ) -> None:
-        require_procrastinate()
-        import procrastinate
-
         self.database_url = database_url
         self.stalled_after = stalled_after
-        self.retry_after = retry_after
         self.retry_cap = retry_cap
-        self.engine_concurrency = engine_concurrency
         self.secret_policy = secret_policy if secret_policy is not None else SecretPolicy()
         self.observers = tuple(observers)
         #: Runs of this process that ended in error (`worker --until-idle` exits 1 if any).
@@ -122,8 +152,6 @@ class Jobs:
         self.budget_store = PostgresBudgetStore(database_url, timeout=5.0, pool=self.pool)
         connector = procrastinate.PsycopgConnector(conninfo=database_url)
         self.app = procrastinate.App(connector=connector)
-        from invoicing_async._jobs.manager import WatchedJobManager
-
         self.manager = WatchedJobManager(connector)
         self.app.job_manager = self.manager
         self._register(self.app)
@@ -134,8 +162,6 @@ class Jobs:
         self._stop_requested = False
 
     def _register(self, app: procrastinate.App) -> None:
-        from procrastinate import JobContext
-
         @app.task(name=SYNC_TASK, retry=False, pass_context=True)
         async def sync_account(context: JobContext, account: str) -> str:
             return await self.sync(account, job_id=context.job.id, worker=context.worker_name)
@@ -166,8 +192,6 @@ class Jobs:
 
     async def migrate(self) -> list[str]:
         """Apply all migrations, procrastinate's schema last (idempotent); the names applied."""
-        from procrastinate.schema import SchemaManager
-
         async with self.pool.connection() as conn:
             applied = await migrations.apply(conn, COMPONENTS, where_of(self.database_url))
         async with self.pool.connection() as conn, conn.transaction():
@@ -188,8 +212,6 @@ class Jobs:
 
     async def _defer(self, names: list[str]) -> dict[str, str]:
         """A job per account, in batches; a batch where one already waits goes one by one."""
-        from procrastinate.exceptions import AlreadyEnqueued
-
         result: dict[str, str] = {}
         for start in range(0, len(names), _DEFER_BATCH):
             batch = names[start : start + _DEFER_BATCH]
@@ -209,8 +231,6 @@ class Jobs:
         return result
 
     async def _defer_each(self, names: list[str]) -> dict[str, str]:
-        from procrastinate.exceptions import AlreadyEnqueued
-
         result: dict[str, str] = {}
         for name in names:
             try:
@@ -262,8 +282,6 @@ class Jobs:
 
     async def recover_stalled(self) -> list[str]:
         """Fail the jobs of workers silent for `stalled_after` seconds; queue their accounts."""
-        from procrastinate.jobs import Status
-
         manager = self.app.job_manager
         stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         ids: list[int] = []
@@ -386,7 +404,8 @@ class Jobs:
                 return "gone"
             progress = _Progress(self.pool, started.run_id)
             run = self.account_run(started.account, started.failures, progress)
-            run = attrs.evolve(run, lock=functools.partial(_already, started.locked))
+            # The account's lock as `start_run` took it (or found it held).
+            run = attrs.evolve(run, lock=lambda: nullcontext(started.locked))
             try:
                 outcome = await run.run()
             except asyncio.CancelledError:
@@ -419,13 +438,13 @@ class Jobs:
             format=account.format,
             ca_file=account.ca_file,
             secret_policy=self.secret_policy,
-            concurrency=self.engine_concurrency,
+            concurrency=_ENGINE_CONCURRENCY,
             session=self._http_session(),
             observers=(*observers, *self.observers),
             schedule=functools.partial(
                 next_due,
                 every=account.every_seconds,
-                retry_after=self.retry_after,
+                retry_after=_RETRY_AFTER,
                 retry_cap=self.retry_cap,
                 failures_before=failures,
             ),
@@ -458,12 +477,6 @@ class Jobs:
             except Exception as exc:
                 failure = exc
         raise failure
-
-
-@asynccontextmanager
-async def _already(locked: bool) -> AsyncIterator[bool]:
-    """The account's lock as `start_run` took it (or found it held)."""
-    yield locked
 
 
 def _cancelled(task: asyncio.Task[Any] | None) -> bool:

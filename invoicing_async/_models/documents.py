@@ -18,9 +18,8 @@ from invoicing_async._models.payloads import ROOTS, Format, dump_model, unwrap_r
 from invoicing_async._models.session import SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs
-from invoicing_async._wire.scalars import check_int_range, is_ascii_integer
+from invoicing_async._wire.scalars import check_int_range, parse_int
 from invoicing_async._wire.xml import decode_xml, decode_xml_members
-from invoicing_async._wire.xml_sync import read_sync_pairs
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
@@ -29,6 +28,7 @@ __all__ = [
     "dump_model",
     "each_member",
     "each_model_batch",
+    "list_root_check",
     "load_field_errors",
     "load_list",
     "load_model",
@@ -146,18 +146,26 @@ def each_member(
             counted(unwrap_member(decode_json(raw), single))
         return
     if fmt == "xml":
-
-        def check_root(name: str) -> None:
-            root = snake_name(name)
-            if root == single:
-                raise DecodeError(f"expected a {many!r} list, got one {single!r}")
-            if root != many:
-                raise DecodeError(f"expected a {many!r} list, got {root!r}")
-
-        decode_xml_members(body, lambda m: counted({} if m == "" else m), check_root)
+        decode_xml_members(
+            body, lambda m: counted({} if m == "" else m), list_root_check(single, many)
+        )
         return
     for member in _members(body, single, many):
         counted(member)
+
+
+def list_root_check(single: str, many: str) -> Callable[[str], None]:
+    """The check of an XML list's root name: `many`; one `single`, or anything else, is
+    refused (`DecodeError`)."""
+
+    def check(name: str) -> None:
+        root = snake_name(name)
+        if root == single:
+            raise DecodeError(f"expected a {many!r} list, got one {single!r}")
+        if root != many:
+            raise DecodeError(f"expected a {many!r} list, got {root!r}")
+
+    return check
 
 
 def unwrap_member(member: Any, single: str) -> Any:
@@ -172,9 +180,7 @@ def unwrap_member(member: Any, single: str) -> Any:
 def load_list(body: bytes, fmt: Format, cls: type[M]) -> list[M]:
     """A list document (`<invoices type="array">` or `[{"invoice": …}, …]`) as models."""
     models: list[M] = []
-    add = models.append
-    single, many = ROOTS[cls]
-    each_member(body, fmt, single, many, lambda member: add(structure(member, cls)))
+    each_model_batch(body, fmt, cls, member_limit(body), models.extend)
     return models
 
 
@@ -219,38 +225,22 @@ def member_id(member: Any) -> int | None:
 def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     """The sync list as a compact {id: revision} (the highest if an id is listed twice).
 
-    The usual shape goes straight into two integer arrays, a piece at a time, so a list
-    of a million invoices never exists as a million objects; any other shape is read
-    whole and judged member by member.
+    Read a piece at a time into two integer arrays, so a list of a million invoices
+    never exists as a million objects; each member is judged as it is read.
     """
+    revisions = SyncRevisions()
     if fmt == "xml":
-        fast = read_sync_pairs(body)
-        if fast is not None:  # the usual shape, read without building members
-            root, ids, revs = fast
-            _check_sync_root(root)
-            return SyncRevisions.from_arrays(ids, revs)
-        revisions = SyncRevisions()
         root = decode_xml_members(body, lambda member: revisions.add(*_sync_member(member)))
-        _check_sync_root(root)
+        if snake_name(root) not in ("invoices", "invoice"):
+            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
         return revisions
 
     pairs = read_json_sync_pairs(body)
     if pairs is not None:  # the usual shape, checked in C
         return SyncRevisions.from_arrays(*pairs)
-    json_root, value = unwrap_root(decode_json(body))
-    if json_root not in (None, "invoices", "invoice"):
-        raise DecodeError(f"expected a 'invoices' list, got {json_root!r}")
-    if not isinstance(value, list):
-        raise DecodeError(f"expected a 'invoices' list, got {type(value).__name__}")
-    revisions = SyncRevisions()
-    for member in value:
-        revisions.add(*_sync_member(unwrap_member(member, "invoice")))
+    for member in _members(body, "invoice", "invoices"):
+        revisions.add(*_sync_member(member))
     return revisions
-
-
-def _check_sync_root(root: str) -> None:
-    if snake_name(root) not in ("invoices", "invoice"):
-        raise DecodeError(f"expected a 'invoices' list, got {root!r}")
 
 
 def _sync_member(member: Any) -> tuple[int, int]:
@@ -270,8 +260,8 @@ def _as_int(value: Any, name: str) -> int:
     try:
         if type(value) is int:
             return check_int_range(value)
-        if isinstance(value, str) and len(value) < 40 and is_ascii_integer(value.strip()):
-            return check_int_range(int(value))
+        if isinstance(value, str):
+            return parse_int(value)
     except DecodeError as exc:
         raise DecodeError(f"sync list {name}: {exc}") from None
     raise DecodeError(f"sync list {name} is not an integer: {str(value)[:40]!r}")

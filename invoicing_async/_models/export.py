@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import functools
 import typing
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -15,7 +14,7 @@ import attrs
 
 from invoicing_async._extras import install_hint
 from invoicing_async._models.base import Model
-from invoicing_async._wire.scalars import format_datetime, format_decimal
+from invoicing_async._wire.json import json_text
 
 if TYPE_CHECKING:
     import pandas
@@ -41,12 +40,8 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, Decimal):
-        return format_decimal(value)
-    if isinstance(value, dt.datetime):
-        return format_datetime(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
+    if isinstance(value, (Decimal, dt.date)):  # datetimes included
+        return json_text(value)
     if isinstance(value, enum.Enum):
         return to_jsonable(value.value)
     return value
@@ -117,29 +112,6 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pandas.DataFr
     return pd.DataFrame(data)
 
 
-@functools.cache
-def _document_struct() -> Any:
-    """The strict struct of a stored document, `{"invoice": {…}}` (made once)."""
-    import msgspec
-
-    from invoicing_async._models.invoice import Invoice
-    from invoicing_async._models.strict_json import struct_for
-
-    return msgspec.defstruct("StrictDocument", [("invoice", struct_for(Invoice))])
-
-
-def _strict_document(document: bytes) -> Any:
-    """The invoice of a stored JSON document as its strict struct (typed in C, no model),
-    or None when the document does not fit it (the converter then reads it)."""
-    import msgspec
-
-    try:
-        decoded: Any = msgspec.json.decode(document, type=_document_struct())
-    except (msgspec.DecodeError, ValueError):  # ValidationError included; ValueError: not UTF-8
-        return None
-    return decoded.invoice
-
-
 def _values(item: Any) -> dict[str, Any]:
     """The attributes of a model or a strict struct, by name (lists left as they are)."""
     if attrs.has(type(item)):
@@ -152,6 +124,7 @@ def _rows(items: Iterable[Any]) -> tuple[list[dict[str, Any]], list[dict[str, An
     the class whose columns the invoice rows have."""
     from invoicing_async._models.documents import load_model
     from invoicing_async._models.invoice import Invoice
+    from invoicing_async._models.strict_json import strict_invoice
 
     cls: type[Any] = Invoice
     invoices: list[dict[str, Any]] = []
@@ -159,7 +132,7 @@ def _rows(items: Iterable[Any]) -> tuple[list[dict[str, Any]], list[dict[str, An
     for item in items:
         if isinstance(item, (bytes, bytearray, memoryview)):
             document = bytes(item)
-            item = _strict_document(document) or load_model(document, "json", Invoice)
+            item = strict_invoice(document) or load_model(document, "json", Invoice)
         else:
             cls = type(item)
         row = _values(item)

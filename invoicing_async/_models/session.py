@@ -54,7 +54,7 @@ class SyncRevisions(Mapping[int, int]):
     @classmethod
     def from_arrays(cls, ids: array[int], revisions: array[int]) -> SyncRevisions:
         """The same as adding each pair in turn, from two arrays of 64-bit integers that
-        become this mapping's own (the XML sync list's fast path fills them)."""
+        become this mapping's own (the JSON sync list's reader fills them)."""
         made = cls()
         made._ids = ids
         made._revisions = revisions

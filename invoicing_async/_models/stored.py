@@ -14,11 +14,11 @@ from invoicing_async._models.documents import (
     Format,
     MemberError,
     dump_model,
+    list_root_check,
     load_model,
     member_id,
     unwrap_member,
 )
-from invoicing_async._models.fields import snake_name
 from invoicing_async._models.invoice import Invoice
 from invoicing_async._models.payloads import unwrap_root
 from invoicing_async._models.strict_json import checked_invoice, invoice_columns
@@ -115,12 +115,7 @@ def _id_of_unreadable(raw: bytes) -> int | None:
 def _xml_members(body: bytes, limit: int) -> list[InvoiceDocument | MemberError]:
     judged: list[InvoiceDocument | MemberError] = []
 
-    def check_root(name: str) -> None:
-        root = snake_name(name)
-        if root == "invoice":
-            raise DecodeError("expected a 'invoices' list, got one 'invoice'")
-        if root != "invoices":
-            raise DecodeError(f"expected a 'invoices' list, got {root!r}")
+    check_root = list_root_check("invoice", "invoices")
 
     def add(member: Any) -> None:
         if len(judged) >= limit:

@@ -23,7 +23,7 @@ from invoicing_async._models.fields import field_specs, read_keys
 from invoicing_async._models.invoice import Invoice
 from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, MAX_DEPTH
 
-__all__ = ["Columns", "checked_invoice", "invoice_columns", "struct_for"]
+__all__ = ["Columns", "checked_invoice", "invoice_columns", "strict_invoice", "struct_for"]
 
 _Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 # Plain decimal text: at most 60 digits either side of the point, so within the
@@ -113,4 +113,13 @@ def checked_invoice(raw: bytes) -> tuple[Columns, Any] | None:
             raw.decode()  # the struct skips unknown fields without checking their text
         return invoice_columns(open_.decode(raw).invoice), None
     except (msgspec.DecodeError, ValueError):
+        return None
+
+
+def strict_invoice(document: bytes) -> Any:
+    """The invoice of a stored document (`{"invoice": {…}}`) as its strict struct, typed in
+    C with no model; None when it does not fit (the converter then reads it)."""
+    try:
+        return _MEMBERS[1].decode(document).invoice
+    except (msgspec.DecodeError, ValueError):  # ValidationError included; ValueError: not UTF-8
         return None

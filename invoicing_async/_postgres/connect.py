@@ -20,7 +20,7 @@ logger = logging.getLogger("invoicing_async.postgres")
 
 T = TypeVar("T")
 
-__all__ = ["BoundedCalls", "connect_kwargs", "connection_pool", "require_psycopg"]
+__all__ = ["BoundedCalls", "connection_pool", "require_psycopg"]
 
 #: The `application_name` of our connections, as pg_stat_activity shows them.
 APPLICATION_NAME = "invoicing-async"
@@ -33,19 +33,6 @@ def require_psycopg(what: str = "PostgreSQL support") -> None:
         import psycopg_pool  # noqa: F401
     except ImportError:
         raise ConfigurationError(f"{what} needs psycopg; {install_hint('postgres')}") from None
-
-
-def connect_kwargs(
-    connect_timeout: float, statement_timeout: float, application_name: str = APPLICATION_NAME
-) -> dict[str, Any]:
-    """Settings of our connections: the timeouts and the name the server shows (autocommit is
-    the pools' to set: procrastinate passes it itself)."""
-    return {
-        # libpq takes whole seconds, and treats 1 as 2.
-        "connect_timeout": max(2, round(connect_timeout)),
-        "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
-        "application_name": application_name,
-    }
 
 
 async def _autocommit(conn: Any) -> None:
@@ -74,7 +61,12 @@ def connection_pool(
         max_size=max_size,
         timeout=pool_timeout,
         open=False,
-        kwargs=connect_kwargs(connect_timeout, statement_timeout, application_name),
+        kwargs={
+            # libpq takes whole seconds, and treats 1 as 2.
+            "connect_timeout": max(2, round(connect_timeout)),
+            "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+            "application_name": application_name,
+        },
         configure=_autocommit,
     )
 

@@ -74,10 +74,6 @@ def _load(component: str, package: str) -> tuple[Migration, ...]:
     return tuple(found)
 
 
-def _runner_sql() -> str:
-    return (resources.files(__package__) / "sql" / "migrations.sql").read_text("utf-8")
-
-
 async def _tables(conn: Conn, names: Sequence[str]) -> set[str]:
     """Which of `names` exist in the current schema (a scan of pg_class: to_regclass() may
     see a stale cache while waiting on the advisory lock)."""
@@ -164,7 +160,8 @@ async def apply(conn: Conn, components: Sequence[Component], where: str) -> list
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (locks.MIGRATIONS,))
         versions = await read_versions(conn, components, where)
-        await conn.execute(_runner_sql())
+        # The runner's own table, ``invoicing_migrations``.
+        await conn.execute((resources.files(__package__) / "sql" / "migrations.sql").read_text())
         for component in components:
             for migration in component.migrations:
                 if migration.version > versions[component.name]:
@@ -186,9 +183,16 @@ async def migrate(
     require_psycopg()
     import psycopg
 
+    from invoicing_async._postgres.pool import connect
+
     where = where_of(url)
+
+    async def run() -> list[Migration]:
+        async with await connect(url, {"autocommit": True}) as conn:
+            return await apply(conn, components, where)
+
     try:
-        return await asyncio.wait_for(_migrate(url, components, where), timeout)
+        return await asyncio.wait_for(run(), timeout)
     except asyncio.TimeoutError as exc:
         raise StoreError(
             f"cannot migrate {where}: no answer within {timeout:g}s (check that the server "
@@ -196,10 +200,3 @@ async def migrate(
         ) from exc
     except psycopg.Error as exc:
         raise error_for("cannot migrate", where, exc) from exc
-
-
-async def _migrate(url: str, components: Sequence[Component], where: str) -> list[Migration]:
-    from invoicing_async._postgres.pool import connect
-
-    async with await connect(url, {"autocommit": True}) as conn:
-        return await apply(conn, components, where)

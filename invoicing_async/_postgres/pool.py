@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from invoicing_async._postgres.reasons import error_for, where_of
 from invoicing_async.errors import StoreError
 
-__all__ = ["PROBE_TIMEOUT", "Pool", "connect", "probe"]
+__all__ = ["PROBE_TIMEOUT", "Pool", "connect"]
 
 #: Seconds a first connection may take before opening a pool fails.
 PROBE_TIMEOUT = 3.0
@@ -38,17 +38,11 @@ async def connect(conninfo: str, kwargs: dict[str, Any]) -> AsyncConnection[Tupl
         raise error_for("cannot connect to", where, exc) from exc
 
 
-async def probe(conninfo: str, kwargs: dict[str, Any]) -> None:
-    """Connect once and hang up (see `connect`)."""
-    conn = await connect(conninfo, kwargs)
-    await conn.close()
-
-
 class Pool(AsyncConnectionPool[AsyncConnection[TupleRow]]):
-    """A psycopg `AsyncConnectionPool` that connects once before it opens (see `probe`),
+    """A psycopg `AsyncConnectionPool` that connects once (and hangs up) before it opens,
     however it is opened: ``await pool.open()``, ``async with pool`` or a store."""
 
     async def open(self, wait: bool = False, timeout: float = 30.0) -> None:
         if self.closed and isinstance(self.conninfo, str) and isinstance(self.kwargs, dict):
-            await probe(self.conninfo, self.kwargs)
+            await (await connect(self.conninfo, self.kwargs)).close()
         await super().open(wait=wait, timeout=timeout)

@@ -1,4 +1,5 @@
-"""The receiver of the service's push notifications (form POST `invoice_id`, `state`).
+"""The receiver of the service's push notifications (form POST `invoice_id`, `state`), and
+its adapters for aiohttp and ASGI.
 
 The service signs nothing, so a secret of ours is required, in the URL's path or an
 `X-Push-Secret` header (else 403). Pushed ids are de-duplicated and leave the receiver
@@ -11,24 +12,34 @@ import itertools
 import logging
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
 from urllib.parse import parse_qs
 
+import attrs
 from aiohttp import web
 
-from invoicing_async._push.adapters import PushASGIApp, PushResponse, aiohttp_routes
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.report import SyncReport
 
-__all__ = ["PushReceiver", "PushResponse", "follow_pushes"]
+__all__ = ["PushASGIApp", "PushReceiver", "PushResponse", "follow_pushes"]
 
 logger = logging.getLogger("invoicing_async.push")
 
 FORM = "application/x-www-form-urlencoded"
+SECRET_HEADER = "X-Push-Secret"
 # ASCII digits only: int() would also take "٤٢", "4_2" or " 42", none of which the
 # service sends. 18 digits keep every id below 2**63.
 _INVOICE_ID = re.compile(r"[0-9]{1,18}")
 _STATE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@attrs.frozen
+class PushResponse:
+    """What to answer a push: the status and a one-line text body."""
+
+    status: int
+    text: str
 
 
 _OK = PushResponse(200, "ok\n")
@@ -133,7 +144,23 @@ class PushReceiver:
 
     def routes(self, prefix: str = "/push") -> list[web.RouteDef]:
         """aiohttp routes: `POST {prefix}/{secret}`, and `POST {prefix}` with the header."""
-        return aiohttp_routes(self, prefix)
+
+        async def handle(request: web.Request) -> web.Response:
+            async def read(limit: int) -> bytes:
+                return await _read_limited(request.content.read, limit)
+
+            response = await self.receive(
+                secrets_given=(
+                    request.match_info.get("secret"),
+                    request.headers.get(SECRET_HEADER),
+                ),
+                content_type=request.headers.get("Content-Type"),
+                content_length=request.content_length,
+                read=read,
+            )
+            return web.Response(status=response.status, text=response.text)
+
+        return [web.post(f"{prefix}/{{secret}}", handle), web.post(prefix, handle)]
 
     def asgi(self) -> Callable[..., Awaitable[None]]:
         """A plain ASGI app to mount in Starlette or FastAPI (`app.mount("/push", …)`)."""
@@ -208,3 +235,97 @@ async def follow_pushes(
         )
         reports.append(report)
     return reports
+
+
+# -- the receiver mounted in web frameworks: each adapter only moves the secret, content
+# type, length and body to `PushReceiver.receive`.
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+async def _read_limited(read: Callable[[int], Awaitable[bytes]], limit: int) -> bytes:
+    """Read until the end or until `limit` bytes, whichever comes first."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+class PushASGIApp:
+    """An ASGI app for `POST /` (secret in the header) and `POST /<secret>`; mount it under a
+    prefix: ``app.mount("/push", receiver.asgi())``."""
+
+    def __init__(self, receiver: PushReceiver) -> None:
+        self.receiver = receiver
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan and websockets: nothing to do
+        if scope["method"] != "POST":
+            await _answer(send, PushResponse(405, "method not allowed\n"))
+            return
+        headers = {
+            key.decode("latin-1").lower(): value.decode("latin-1")
+            for key, value in scope.get("headers", [])
+        }
+        path_secret = _last_segment(scope)
+        length = headers.get("content-length")
+
+        async def read(limit: int) -> bytes:
+            return await _read_asgi_body(receive, limit)
+
+        response = await self.receiver.receive(
+            secrets_given=(path_secret, headers.get(SECRET_HEADER.lower())),
+            content_type=headers.get("content-type"),
+            content_length=int(length) if length is not None and length.isdigit() else None,
+            read=read,
+        )
+        await _answer(send, response)
+
+
+def _last_segment(scope: Scope) -> str | None:
+    """The path below the mount point, when it is one segment (the secret)."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    segment = path.strip("/")
+    return segment if segment and "/" not in segment else None
+
+
+async def _read_asgi_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk: bytes = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)[:limit]
+
+
+async def _answer(send: Send, response: PushResponse) -> None:
+    body = response.text.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

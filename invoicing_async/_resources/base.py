@@ -9,7 +9,6 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from invoicing_async._models.payloads import Format
-from invoicing_async._resources import validation
 from invoicing_async._resources.raw import RawOperations, operations_of
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
@@ -96,13 +95,8 @@ class Resource:
     def _fmt(self) -> Format:
         return self._transport.fmt
 
-    def _check(
-        self, errors: Sequence[FieldError], method: str, path: str, *, sending: object = None
-    ) -> None:
-        """Raise the 422 the service would give, before spending a request on it; numbers beyond
-        the decoders' bounds are refused even with `validate=False`."""
-        unbounded = validation.number_errors(sending)
-        if unbounded:
-            raise ValidationError(unbounded, method=method, url=path)
+    def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
+        """Raise the 422 the service would give, before spending a request on it (values no
+        request may carry are refused when the body is written, even with `validate=False`)."""
         if self._validate and errors:
             raise ValidationError(errors, method=method, url=path)

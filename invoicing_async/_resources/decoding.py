@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 from invoicing_async._models.base import Model
 from invoicing_async._models.documents import Format, each_model_batch
 
-__all__ = ["OFF_LOOP_BYTES", "decode_off_loop", "iter_models"]
+__all__ = ["OFF_LOOP_BYTES", "decode_off_loop", "iter_models", "own_pool"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Model)
@@ -29,9 +29,10 @@ _pools: dict[str, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
-def _pool(name: str, workers: int) -> ThreadPoolExecutor:
-    """Our own small thread pools: one decoding thread (each allocating thread costs a malloc
-    arena; decoding holds the GIL anyway)."""
+def own_pool(name: str, workers: int) -> ThreadPoolExecutor:
+    """The package's own small thread pools, one per name, made on first use and shared by
+    the process: one decoding thread (each allocating thread costs a malloc arena; decoding
+    holds the GIL anyway), the SQLite store's threads."""
     with _pools_lock:
         pool = _pools.get(name)
         if pool is None:
@@ -45,7 +46,7 @@ async def decode_off_loop(decode: Callable[..., T], body: bytes, *args: Any) -> 
         return decode(body, *args)
     loop = asyncio.get_running_loop()
     call = functools.partial(decode, body, *args)
-    return await loop.run_in_executor(_pool("invoicing-decode", 1), call)
+    return await loop.run_in_executor(own_pool("invoicing-decode", 1), call)
 
 
 class _Stopped(Exception):
@@ -101,7 +102,9 @@ async def iter_models(
     loop = asyncio.get_running_loop()
     pipe: _Handover[M] = _Handover(loop)
     # Not the decoding thread: a slow consumer must not hold up other responses.
-    worker = loop.run_in_executor(_pool("invoicing-iter", 4), pipe.produce, body, fmt, cls, chunk)
+    worker = loop.run_in_executor(
+        own_pool("invoicing-iter", 4), pipe.produce, body, fmt, cls, chunk
+    )
     try:
         while (handed := await pipe.get()) is not None:
             for model in handed:

@@ -83,7 +83,6 @@ class InvoicesResource(Resource):
         wrapped in `root` (`<filter>…</filter>` or `{"filter": {…}}`).
         """
         path = "/invoices/filter/advanced.xml"
-        self._check([], "POST", path, sending=parameters)
         body = dump_filter(parameters, self._fmt, root=root)
         response = await self._transport.request("POST", path, body=body)
         return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
@@ -111,7 +110,7 @@ class InvoicesResource(Resource):
         sending when the invoice has no lines, no contact, or a line without
         description or tax_rate_id (unless the client was made with `validate=False`).
         """
-        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml", sending=invoice)
+        self._check(validation.check_invoice(invoice), "POST", "/invoices.xml")
         response = await self._transport.request(
             "POST", "/invoices.xml", body=dump_model(invoice, self._fmt)
         )
@@ -129,7 +128,7 @@ class InvoicesResource(Resource):
         does is never sent twice once the service may have acted.
         """
         path = self._path(invoice)
-        self._check(validation.check_invoice_changes(changes), "PUT", path, sending=changes)
+        self._check(validation.check_invoice_changes(changes), "PUT", path)
         body = dump_changes(Invoice, changes, self._fmt)
         idempotent = sets_attributes_only(changes)
         response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
@@ -184,7 +183,7 @@ class InvoicesResource(Resource):
         fetched: a second request, only then.
         """
         path = self._path(invoice, "payments")
-        self._check(validation.check_payment(payment), "POST", path, sending=payment)
+        self._check(validation.check_payment(payment), "POST", path)
         response = await self._transport.request("POST", path, body=dump_model(payment, self._fmt))
         answer = load_one_of(response.body, self._fmt, (Invoice, InvoicePayment))
         if isinstance(answer, Invoice):

@@ -70,16 +70,13 @@ class RecordingTransport(BoundTransport):
         self.elapsed = 0.0
         self.requests = 0
 
-    def request(
+    async def request(
         self, method: str, path: str, *, body: bytes | None = None, idempotent: bool = False
-    ) -> Coroutine[Any, Any, Response]:
-        return self._recorded(super().request(method, path, body=body, idempotent=idempotent))
-
-    async def _recorded(self, call: Coroutine[Any, Any, Response]) -> Response:
+    ) -> Response:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            response = await call
+            response = await super().request(method, path, body=body, idempotent=idempotent)
         finally:
             self.elapsed += loop.time() - started
         self.last = response

@@ -51,7 +51,7 @@ class RecurringTemplatesResource(Resource):
         line with description and tax_rate_id, and a start date in the future.
         """
         errors = validation.check_template(template, today=self._today())
-        self._check(errors, "POST", "/recurring_templates.xml", sending=template)
+        self._check(errors, "POST", "/recurring_templates.xml")
         response = await self._transport.request(
             "POST", "/recurring_templates.xml", body=dump_model(template, self._fmt)
         )
@@ -68,7 +68,7 @@ class RecurringTemplatesResource(Resource):
         """
         path = self._path(template)
         errors = validation.check_template_changes(changes, today=self._today())
-        self._check(errors, "PUT", path, sending=changes)
+        self._check(errors, "PUT", path)
         body = dump_changes(RecurringTemplate, changes, self._fmt)
         idempotent = sets_attributes_only(changes)
         response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)

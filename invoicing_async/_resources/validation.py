@@ -4,14 +4,10 @@ function returns the `FieldError`s the service would answer with."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import attrs
-
 from invoicing_async._models.enums import FrequencyType
-from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, decimal_out_of_bounds
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     Invoice,
@@ -31,7 +27,6 @@ __all__ = [
     "check_send",
     "check_template",
     "check_template_changes",
-    "number_errors",
 ]
 
 BLANK = "can't be blank"
@@ -48,8 +43,12 @@ def _blank(value: Any) -> bool:
 def check_details(
     details: Iterable[InvoiceDetail | RecurringTemplateDetail], *, creating: bool
 ) -> list[FieldError]:
-    """New lines need description and tax_rate_id; a deleted line needs its id."""
+    """New lines need description and tax_rate_id, a new document at least one line; a
+    deleted line needs its id."""
+    details = list(details)
     errors: list[FieldError] = []
+    if creating and all(line.destroy for line in details):
+        errors.append(FieldError("details", AT_LEAST_ONE_LINE))
     for line in details:
         if line.destroy:
             if line.id is None:
@@ -63,25 +62,13 @@ def check_details(
     return errors
 
 
-def _contact_errors(contact_id: Any, names: Sequence[Any]) -> list[FieldError]:
-    if contact_id is None and all(_blank(n) for n in names):
-        return [
-            FieldError(
-                "contact_id",
-                "either contact_id or one of company_name, firstname, lastname must be given",
-            )
-        ]
-    return []
-
-
 def check_invoice(invoice: Invoice) -> list[FieldError]:
     """Create rules of spec 2.1/2.2: a contact, and at least one valid line."""
-    errors = _contact_errors(
-        invoice.contact_id, [invoice.company_name, invoice.firstname, invoice.lastname]
-    )
-    live = [d for d in invoice.details if not d.destroy]
-    if not live:
-        errors.append(FieldError("details", AT_LEAST_ONE_LINE))
+    errors: list[FieldError] = []
+    names = (invoice.company_name, invoice.firstname, invoice.lastname)
+    if invoice.contact_id is None and all(_blank(n) for n in names):
+        message = "either contact_id or one of company_name, firstname, lastname must be given"
+        errors.append(FieldError("contact_id", message))
     errors.extend(check_details(invoice.details, creating=True))
     return errors
 
@@ -96,26 +83,20 @@ def check_invoice_changes(changes: Mapping[str, Any]) -> list[FieldError]:
 def check_send(send_method: str) -> list[FieldError]:
     """Payload of spec 2.5: send_method one of email/hand/post (`email` and `invoice_email`
     may be left out, as the service allowed)."""
-    if send_method not in SEND_METHODS:
-        return [
-            FieldError(
-                "send_method",
-                f"is not included in the list ({', '.join(sorted(SEND_METHODS))}): {send_method!r}",
-            )
-        ]
-    return []
+    return _one_of("send_method", send_method, SEND_METHODS)
 
 
 def check_payment(payment: InvoicePayment) -> list[FieldError]:
-    if payment.payment_method is not None and payment.payment_method not in PAYMENT_METHODS:
-        return [
-            FieldError(
-                "payment_method",
-                f"is not included in the list ({', '.join(sorted(PAYMENT_METHODS))}): "
-                f"{payment.payment_method!r}",
-            )
-        ]
-    return []
+    if payment.payment_method is None:
+        return []
+    return _one_of("payment_method", payment.payment_method, PAYMENT_METHODS)
+
+
+def _one_of(attribute: str, value: str, allowed: frozenset[str]) -> list[FieldError]:
+    if value in allowed:
+        return []
+    listed = ", ".join(sorted(allowed))
+    return [FieldError(attribute, f"is not included in the list ({listed}): {value!r}")]
 
 
 def _start_date_errors(start_date: dt.date | None, today: dt.date) -> list[FieldError]:
@@ -142,8 +123,6 @@ def check_template(template: RecurringTemplate, *, today: dt.date) -> list[Field
     if template.contact_id is None:
         errors.append(FieldError("contact_id", BLANK))
     errors.extend(_frequency_errors(template.frequency, template.frequency_type, creating=True))
-    if not [d for d in template.details if not d.destroy]:
-        errors.append(FieldError("details", AT_LEAST_ONE_LINE))
     errors.extend(check_details(template.details, creating=True))
     errors.extend(_start_date_errors(template.start_date, today))
     return errors
@@ -156,30 +135,4 @@ def check_template_changes(changes: Mapping[str, Any], *, today: dt.date) -> lis
     if "details" in changes:
         errors.extend(check_details(changes["details"] or [], creating=False))
     errors.extend(_start_date_errors(changes.get("start_date"), today))
-    return errors
-
-
-def number_errors(value: Any, name: str = "") -> list[FieldError]:
-    """Numbers beyond the bounds the decoders keep (64-bit integers, decimals of bounded size
-    and exponent), named by their path (`details.price`)."""
-    if isinstance(value, Decimal):
-        why = decimal_out_of_bounds(value)
-        return [] if why is None else [FieldError(name or None, why)]
-    if isinstance(value, int) and not isinstance(value, bool):
-        if INT64_MIN <= value <= INT64_MAX:
-            return []
-        return [FieldError(name or None, "integer out of the 64-bit range")]
-    items: Iterable[tuple[Any, Any]]
-    if attrs.has(type(value)):
-        items = ((f.name, getattr(value, f.name)) for f in attrs.fields(type(value)))
-    elif isinstance(value, Mapping):
-        items = value.items()
-    elif isinstance(value, (list, tuple)):
-        items = ((None, item) for item in value)
-    else:
-        return []
-    errors: list[FieldError] = []
-    for key, item in items:
-        path = name if key is None else f"{name}.{key}" if name else str(key)
-        errors.extend(number_errors(item, path))
     return errors

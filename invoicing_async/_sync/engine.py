@@ -70,8 +70,6 @@ class SyncEngine:
         )
         self.dry_run = dry_run
         self._bar = ProgressBar("sync") if progress else None
-        if self._bar is not None:
-            on_progress = _both(on_progress, self._bar.update)
         self.on_progress = on_progress
         self.on_batch = on_batch
 
@@ -148,9 +146,7 @@ class SyncEngine:
             report.pending = list(plan.to_fetch)
             report.deleted = len(plan.to_delete)
             report.eta = self.client.budget.time_for(plan.batches, background=True)
-            report.requests = self.client.requests_sent - first_request
-            report.seconds = time.monotonic() - started
-            return report
+            return self._finished(report, started, first_request)
 
         await self.store.save_pending(plan.pending)
         if plan.to_delete:
@@ -165,8 +161,13 @@ class SyncEngine:
         finally:
             await self.store.save_pending(phase.remaining_plan())
             report.pending = sorted(phase.queued_ids())
-            report.requests = self.client.requests_sent - first_request
-            report.seconds = time.monotonic() - started
+            self._finished(report, started, first_request)
+        return report
+
+    def _finished(self, report: SyncReport, started: float, first_request: int) -> SyncReport:
+        """`report` with the requests and the time the run took."""
+        report.requests = self.client.requests_sent - first_request
+        report.seconds = time.monotonic() - started
         return report
 
     async def _write_all(self, phase: FetchPhase, first_request: int) -> None:
@@ -182,8 +183,12 @@ class SyncEngine:
                     changed_ids = set(result.created) | set(result.updated)
                     changed = [doc.model() for doc in fetched.documents if doc.id in changed_ids]
                     self.on_batch(BatchCommitted(changed=changed, deleted=[]))
-                if self.on_progress is not None:
-                    self.on_progress(phase.progress(self.client.requests_sent - first_request))
+                if self.on_progress is not None or self._bar is not None:
+                    progress = phase.progress(self.client.requests_sent - first_request)
+                    if self.on_progress is not None:
+                        self.on_progress(progress)
+                    if self._bar is not None:
+                        self._bar.update(progress)
 
     async def _write(self, fetched: Fetched) -> BatchResult:
         if fetched.restored:
@@ -211,20 +216,4 @@ class SyncEngine:
             await self._write_all(phase, first_request)
         report.quarantined = []
         report.pending = sorted(phase.queued_ids())
-        report.requests = self.client.requests_sent - first_request
-        report.seconds = time.monotonic() - started
-        return report
-
-
-def _both(
-    first: Callable[[SyncProgress], None] | None, then: Callable[[SyncProgress], None]
-) -> Callable[[SyncProgress], None]:
-    """One progress callback calling `first` (when given), then `then`."""
-    if first is None:
-        return then
-
-    def both(progress: SyncProgress) -> None:
-        first(progress)
-        then(progress)
-
-    return both
+        return self._finished(report, started, first_request)

@@ -18,7 +18,7 @@ from invoicing_async._resources.invoices import FetchedBatch
 from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_sync
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
-from invoicing_async._sync.store import PendingEntry, write_outcome
+from invoicing_async._sync.store import PendingEntry, newest
 from invoicing_async.errors import APIConnectionError, DecodeError, RateLimitExceeded, ServerError
 
 __all__ = ["FetchPhase", "Fetched", "SyncSettings", "newest_of_requested", "unreadable_ids"]
@@ -89,16 +89,7 @@ def newest_of_requested(ids: list[int], reply: list[InvoiceDocument]) -> list[In
     """The invoices of a sync-fetch reply worth storing: only ids that were asked for
     (never another account's), and of an id sent twice the one `write_outcome` keeps."""
     wanted = set(ids)
-    best: dict[int, InvoiceDocument] = {}
-    for invoice in reply:
-        ident = invoice.id
-        if ident is None or ident not in wanted:
-            continue
-        held = best.get(ident)
-        stored = None if held is None else held.revision or 0
-        if write_outcome(invoice.revision or 0, stored) != "stale":
-            best[ident] = invoice
-    return list(best.values())
+    return newest(d for d in reply if d.id in wanted)
 
 
 def unreadable_ids(
@@ -277,14 +268,9 @@ class FetchPhase:
         next run; quarantined after `max_attempts` runs."""
         for doc in kept:
             entry = self.entries.get(doc.id or 0)
-            if entry is None or (doc.revision or 0) >= entry.revision:
-                continue
-            attempts = entry.attempts + 1
-            if attempts >= self.max_attempts:
+            if entry is not None and (doc.revision or 0) < entry.revision:
                 why = f"returned older than listed ({doc.revision} < {entry.revision})"
-                self._give_up(self.behind, entry, attempts, f"{why} {attempts} times")
-            else:
-                self.behind[entry.id] = attrs.evolve(entry, attempts=attempts)
+                self._try_again(self.behind, entry, why)
 
     def _retry_missing(self, missing: list[int]) -> None:
         """Ids asked for but not returned: again in a later batch, quarantined after
@@ -293,13 +279,20 @@ class FetchPhase:
             entry = self.entries.get(ident)
             if entry is None:
                 continue
-            attempts = entry.attempts + 1
-            if attempts >= self.max_attempts:
-                self.done += 1
-                self._give_up(self.entries, entry, attempts, f"not returned {attempts} times")
-            else:
-                self.entries[ident] = attrs.evolve(entry, attempts=attempts)
+            if self._try_again(self.entries, entry, "not returned"):
                 self.queue.append(ident)  # fills the spare room of the last batch
+            else:
+                self.done += 1
+
+    def _try_again(self, held: dict[int, PendingEntry], entry: PendingEntry, why: str) -> bool:
+        """Count one more failed attempt of `entry` in `held`; False when that was the
+        last (`max_attempts`) and it is quarantined."""
+        attempts = entry.attempts + 1
+        if attempts >= self.max_attempts:
+            self._give_up(held, entry, attempts, f"{why} {attempts} times")
+            return False
+        held[entry.id] = attrs.evolve(entry, attempts=attempts)
+        return True
 
     def _check(self, ids: list[int], batch: FetchedBatch) -> Fetched:
         """Keep what was asked for, and account for every id of the batch."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._postgres import migrations
 from invoicing_async._postgres.connect import BoundedCalls, connection_pool, require_psycopg
 from invoicing_async._postgres.reasons import where_of
-from invoicing_async._sync.store import BatchResult, PendingEntry, read_stored, write_outcome
+from invoicing_async._sync.store import BatchResult, DocumentQueries, PendingEntry, newest
 from invoicing_async.errors import ConfigurationError
 from invoicing_async.models import Invoice, SyncRevisions
 
@@ -56,7 +56,7 @@ _REVISIONS_AFTER = (
 )
 
 
-class PostgresStore:
+class PostgresStore(DocumentQueries):
     """An account's invoices in PostgreSQL, beside other accounts' in the same tables.
 
     ``PostgresStore("postgresql://…", account="acme")`` makes and owns a pool;
@@ -70,6 +70,8 @@ class PostgresStore:
     Timeouts (seconds): `timeout` bounds every call on the client side; `statement_timeout`
     (default 0.8 x `timeout`) lets the server cancel a slow statement first; `connect_timeout`
     and `pool_timeout` bound connecting and waiting for a connection (for a pool it makes)."""
+
+    _MARK = "%s"
 
     def __init__(
         self,
@@ -184,19 +186,14 @@ class PostgresStore:
             )
             page = 0
             last = 0
-            for ident, revision, attempts, quarantined, since in await cursor.fetchall():
+            for row in await cursor.fetchall():
+                ident, revision, attempts = row[:3]
                 if attempts is None:
                     found.add(ident, revision)
                     page += 1
                     last = max(last, ident)
                 else:
-                    pending[ident] = PendingEntry(
-                        id=ident,
-                        revision=revision,
-                        attempts=attempts,
-                        quarantined=quarantined,
-                        since=since,
-                    )
+                    pending[ident] = PendingEntry(*row)
             while page == REVISIONS_PAGE:
                 cursor = await conn.execute(
                     _REVISIONS_AFTER, (self.account, last, REVISIONS_PAGE), binary=True
@@ -226,50 +223,11 @@ class PostgresStore:
 
         return await self._call(read, "cannot read from")
 
-    async def _select(
-        self, where: str, args: tuple[object, ...], wanted: int | None = None
-    ) -> list[Invoice]:
-        return read_stored(await self._rows(where, args), wanted=wanted)
-
-    async def get(self, invoice_id: int) -> Invoice | None:
-        found = await self._select("id = %s", (invoice_id,), wanted=invoice_id)
-        return found[0] if found else None
-
-    async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
-        found = await self._select("invoice_number = %s", (_column(invoice_number),))
-        return next((inv for inv in found if inv.invoice_id == invoice_number), None)
-
-    async def by_state(self, state: str) -> list[Invoice]:
-        found = await self._select("state = %s", (_column(state),))
-        return [inv for inv in found if inv.state == state]
-
-    async def by_contact(self, contact_id: int) -> list[Invoice]:
-        return await self._select("contact_id = %s", (contact_id,))
-
-    async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
-        """Every live invoice, by id, `page` rows a query: no connection is held between
-        pages, so a slow consumer pins nothing on the server."""
-        async for rows in self._pages(page):
-            for invoice in read_stored(rows):
-                yield invoice
-
-    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
-        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows a
-        query: for readers that need no model (`store_dataframes`)."""
-        async for rows in self._pages(page):
-            for _, document in rows:
-                yield document
-
-    async def _pages(self, page: int) -> AsyncIterator[list[tuple[int, bytes]]]:
-        """The live rows (id, document), by id, `page` at a time."""
-        after = -(2**63)
-        while True:
-            rows = await self._rows("id > %s", (after,), limit=page)
-            if rows:
-                yield rows
-            if len(rows) < page:
-                return
-            after = rows[-1][0]
+    async def _select(self, column: str, value: object, wanted: int | None = None) -> list[Invoice]:
+        """Text looked up as `_column` stores it; the lookups then compare the documents."""
+        return await super()._select(
+            column, _column(value) if isinstance(value, str) else value, wanted
+        )
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""
@@ -298,10 +256,7 @@ class PostgresStore:
                 " WHERE account = %s",
                 (self.account,),
             )
-            return {
-                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=q, since=t)
-                for i, rev, att, q, t in await cursor.fetchall()
-            }
+            return {row[0]: PendingEntry(*row) for row in await cursor.fetchall()}
 
         found = await self._call(read, "cannot read the pending plan from")
         self._pending_stored = bool(found)
@@ -310,17 +265,9 @@ class PostgresStore:
     async def apply_documents(self, documents: Sequence[InvoiceDocument]) -> BatchResult:
         """Write a batch in one statement; `UPSERT_BATCH` applies `write_outcome` in SQL (an id
         given twice is written once, the later of equal revisions)."""
-        latest: dict[int, InvoiceDocument] = {}
-        for doc in documents:
-            if doc.id is None:
-                continue
-            before = latest.get(doc.id)
-            held = None if before is None else before.revision or 0
-            if write_outcome(doc.revision or 0, held) != "stale":
-                latest[doc.id] = doc
-        if not latest:
+        chosen = newest(documents)
+        if not chosen:
             return BatchResult(created=[], updated=[], stale=[])
-        chosen = list(latest.values())
         params = {
             "account": self.account,
             "ids": [doc.id for doc in chosen],

@@ -9,24 +9,22 @@ import datetime as dt
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
 from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async._resources.decoding import own_pool
 from invoicing_async._sqlite import retry_locked
 from invoicing_async._sync.store import (
     BatchResult,
+    DocumentQueries,
     PendingEntry,
     WriteOutcome,
-    read_stored,
     write_outcome,
 )
 from invoicing_async.errors import StoreError
-from invoicing_async.models import Invoice
 
 logger = logging.getLogger("invoicing_async.sync")
 
@@ -44,23 +42,13 @@ _SCHEMA = (resources.files("invoicing_async._sync") / "sql" / "sqlite" / "schema
 # SQLite's calls wait on locks (up to `busy_timeout`) and on the disk: in threads of
 # their own, so they never hold up other work of the loop's default pool (`to_thread`).
 _EXECUTOR_THREADS = 4
-_executor_made: list[ThreadPoolExecutor] = []
-_executor_lock = threading.Lock()
 
 
-def _executor() -> ThreadPoolExecutor:
-    """The store's bounded pool, shared by every `SQLiteStore` of the process."""
-    with _executor_lock:
-        if not _executor_made:
-            _executor_made.append(
-                ThreadPoolExecutor(_EXECUTOR_THREADS, thread_name_prefix="invoicing-sqlite")
-            )
-        return _executor_made[0]
-
-
-class SQLiteStore:
+class SQLiteStore(DocumentQueries):
     """Invoices in one SQLite file, created owner-only (0600); calls run one at a time in a
     thread of the stores' own pool. Use ``async with SQLiteStore(path)`` or `close()`."""
+
+    _MARK = "?"
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
@@ -157,7 +145,9 @@ class SQLiteStore:
 
     async def _run(self, fn: Callable[[], T], doing: str = "cannot use") -> T:
         async with self._lock:
-            work = asyncio.get_running_loop().run_in_executor(_executor(), fn)
+            work = asyncio.get_running_loop().run_in_executor(
+                own_pool("invoicing-sqlite", _EXECUTOR_THREADS), fn
+            )
             try:
                 return await asyncio.shield(work)
             except asyncio.CancelledError:
@@ -189,65 +179,17 @@ class SQLiteStore:
 
         return await self._run(read)
 
-    async def _select(
-        self, where: str, args: tuple[object, ...], wanted: int | None = None
-    ) -> list[Invoice]:
-        def read() -> list[Invoice]:
-            rows = self._db.execute(
+    async def _rows(
+        self, where: str, args: tuple[object, ...], limit: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        def read() -> list[tuple[int, bytes]]:
+            return self._db.execute(
                 f"SELECT id, document FROM invoices WHERE deleted_at IS NULL AND {where}"
-                " ORDER BY id",
-                args,
+                " ORDER BY id LIMIT ?",
+                (*args, -1 if limit is None else limit),  # -1: no limit
             ).fetchall()
-            return read_stored(rows, wanted=wanted)
 
         return await self._run(read)
-
-    async def get(self, invoice_id: int) -> Invoice | None:
-        found = await self._select("id = ?", (invoice_id,), wanted=invoice_id)
-        return found[0] if found else None
-
-    async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
-        found = await self._select("invoice_number = ?", (invoice_number,))
-        return found[0] if found else None
-
-    async def by_state(self, state: str) -> list[Invoice]:
-        return await self._select("state = ?", (state,))
-
-    async def by_contact(self, contact_id: int) -> list[Invoice]:
-        return await self._select("contact_id = ?", (contact_id,))
-
-    async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
-        """Every live invoice, by id, read `page` rows at a time (bounded memory); a row
-        that cannot be read is skipped with a warning (`read_stored`)."""
-        async for rows in self._pages(page):
-            for invoice in read_stored(rows):
-                yield invoice
-
-    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
-        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows at a
-        time: for readers that need no model (`store_dataframes`)."""
-        async for rows in self._pages(page):
-            for _, document in rows:
-                yield bytes(document)
-
-    async def _pages(self, page: int) -> AsyncIterator[list[tuple[int, bytes]]]:
-        """The live rows (id, document), by id, `page` at a time."""
-        after = -(2**63)
-        while True:
-
-            def read(last: int = after) -> list[tuple[int, bytes]]:
-                return self._db.execute(
-                    "SELECT id, document FROM invoices WHERE deleted_at IS NULL AND id > ?"
-                    " ORDER BY id LIMIT ?",
-                    (last, page),
-                ).fetchall()
-
-            rows = await self._run(read)
-            if rows:
-                yield rows
-            if len(rows) < page:
-                return
-            after = rows[-1][0]
 
     async def deleted(self) -> dict[int, dt.datetime]:
         """Tombstones: id -> when the engine saw the invoice gone."""
@@ -334,10 +276,7 @@ class SQLiteStore:
             rows = self._db.execute(
                 "SELECT id, revision, attempts, quarantined, since FROM pending"
             )
-            return {
-                i: PendingEntry(id=i, revision=rev, attempts=att, quarantined=bool(q), since=t)
-                for i, rev, att, q, t in rows.fetchall()
-            }
+            return {i: PendingEntry(i, rev, att, bool(q), t) for i, rev, att, q, t in rows}
 
         return await self._run(read)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -15,7 +15,16 @@ from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice
 
-__all__ = ["BatchResult", "PendingEntry", "Store", "WriteOutcome", "read_stored", "write_outcome"]
+__all__ = [
+    "BatchResult",
+    "DocumentQueries",
+    "PendingEntry",
+    "Store",
+    "WriteOutcome",
+    "newest",
+    "read_stored",
+    "write_outcome",
+]
 
 logger = logging.getLogger("invoicing_async.sync")
 
@@ -34,6 +43,20 @@ def write_outcome(fetched: int, stored: int | None, *, deleted: bool = False) ->
     return "updated" if fetched >= stored else "stale"
 
 
+def newest(documents: Iterable[InvoiceDocument]) -> list[InvoiceDocument]:
+    """One document per id, the one `write_outcome` keeps of an id given twice (the later
+    of equal revisions); documents without an id are dropped."""
+    best: dict[int, InvoiceDocument] = {}
+    for doc in documents:
+        if doc.id is None:
+            continue
+        held = best.get(doc.id)
+        stored = None if held is None else held.revision or 0
+        if write_outcome(doc.revision or 0, stored) != "stale":
+            best[doc.id] = doc
+    return list(best.values())
+
+
 def read_stored(rows: Iterable[tuple[int, bytes]], *, wanted: int | None = None) -> list[Invoice]:
     """Stored documents (id, document) read back as models; one that cannot be read is
     skipped with a warning, or, when it is the one `wanted`, `DecodeError` names it."""
@@ -46,6 +69,60 @@ def read_stored(rows: Iterable[tuple[int, bytes]], *, wanted: int | None = None)
                 raise DecodeError(f"stored invoice {ident} cannot be read: {exc}") from None
             logger.warning("stored invoice %d cannot be read, skipped: %s", ident, exc)
     return invoices
+
+
+class DocumentQueries:
+    """The reads an SQL store answers from its stored documents, over one query of its own:
+    `_rows`, the live rows (id, document) matching `where` (`_MARK` its placeholder), by id."""
+
+    _MARK: ClassVar[str]
+
+    async def _rows(
+        self, where: str, args: tuple[object, ...], limit: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        raise NotImplementedError
+
+    async def _select(self, column: str, value: object, wanted: int | None = None) -> list[Invoice]:
+        return read_stored(await self._rows(f"{column} = {self._MARK}", (value,)), wanted=wanted)
+
+    async def get(self, invoice_id: int) -> Invoice | None:
+        found = await self._select("id", invoice_id, wanted=invoice_id)
+        return found[0] if found else None
+
+    async def get_by_invoice_number(self, invoice_number: str) -> Invoice | None:
+        found = await self._select("invoice_number", invoice_number)
+        return next((inv for inv in found if inv.invoice_id == invoice_number), None)
+
+    async def by_state(self, state: str) -> list[Invoice]:
+        return [inv for inv in await self._select("state", state) if inv.state == state]
+
+    async def by_contact(self, contact_id: int) -> list[Invoice]:
+        return await self._select("contact_id", contact_id)
+
+    async def iter_invoices(self, *, page: int = 500) -> AsyncIterator[Invoice]:
+        """Every live invoice, by id, `page` rows a query (bounded memory, nothing held on
+        the database between pages); a row that cannot be read is skipped with a warning."""
+        async for rows in self._pages(page):
+            for invoice in read_stored(rows):
+                yield invoice
+
+    async def iter_documents(self, *, page: int = 500) -> AsyncIterator[bytes]:
+        """Every live invoice's JSON document (`{"invoice": {…}}`), by id, `page` rows a
+        query: for readers that need no model (`store_dataframes`)."""
+        async for rows in self._pages(page):
+            for _, document in rows:
+                yield bytes(document)
+
+    async def _pages(self, page: int) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """The live rows (id, document), by id, `page` at a time."""
+        after = -(2**63)
+        while True:
+            rows = await self._rows(f"id > {self._MARK}", (after,), limit=page)
+            if rows:
+                yield rows
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
 
 
 @attrs.frozen

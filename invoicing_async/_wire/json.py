@@ -34,6 +34,7 @@ __all__ = [
     "encode_document",
     "encode_json",
     "iter_members",
+    "json_text",
     "split_members",
 ]
 
@@ -169,7 +170,8 @@ def split_members(body: bytes, limit: int) -> list[bytes]:
     return kept
 
 
-def _default(value: Any) -> Any:
+def json_text(value: Any) -> str:
+    """A decimal, datetime or date as JSON writes it: exact text, ISO 8601."""
     if isinstance(value, Decimal):
         # Strings keep every digit; Rails reads "60.50" into a decimal exactly.
         return format_decimal(value)
@@ -188,23 +190,23 @@ def _decimal_text(value: Any) -> str:
 
 def encode_document(root: str, member: Any) -> bytes:
     """A decoded member as a stored document (`{"invoice": {…}}`), the keys and values as
-    decoded, decimals as exact strings; `load_model` reads it back.
-
-    orjson writes it (5x faster than `json.dumps`, whose `default` call per amount and
-    timestamp cost an XML sync ~20% of its CPU); what orjson refuses (an integer past 64
-    bits in a field the models do not know) goes through `json.dumps`, which writes the
-    same bytes for everything else."""
-    try:
-        return orjson.dumps({root: member}, default=_decimal_text)
-    except orjson.JSONEncodeError:
-        return json.dumps(
-            {root: member}, default=_default, ensure_ascii=False, separators=(",", ":")
-        ).encode("utf-8", "surrogatepass")
+    decoded, decimals as exact strings; `load_model` reads it back."""
+    return _dumps({root: member})
 
 
 def encode_json(root: str | None, data: Mapping[str, Any] | list[Any]) -> bytes:
     """Encode `data` wrapped in `root` (`{"invoice": data}`); `root=None` sends it bare."""
-    payload = data if root is None else {root: data}
-    return json.dumps(payload, default=_default, ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8"
-    )
+    return _dumps(data if root is None else {root: data})
+
+
+def _dumps(value: Any) -> bytes:
+    """Compact JSON, decimals as exact strings. orjson writes it (5x faster than
+    `json.dumps`, whose `default` call per amount and timestamp cost an XML sync ~20% of
+    its CPU); what orjson refuses (an integer past 64 bits, a key that is no string, a lone
+    surrogate) goes through `json.dumps`, which writes the same bytes for everything else."""
+    try:
+        return orjson.dumps(value, default=_decimal_text)
+    except orjson.JSONEncodeError:
+        return json.dumps(
+            value, default=json_text, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8", "surrogatepass")

@@ -1,5 +1,6 @@
-"""What a request body may not carry (floats, NaN, naive datetimes, characters XML 1.0
-forbids, lone surrogates): found before sending, named by their path in the body."""
+"""What a request body may not carry (floats, numbers beyond the decoders' bounds, naive
+datetimes, characters XML 1.0 forbids, lone surrogates): found before sending, named by
+their path in the body."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import re
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
+
+from invoicing_async._wire.scalars import INT64_MAX, INT64_MIN, decimal_out_of_bounds
 
 __all__ = ["problems"]
 
@@ -26,14 +29,23 @@ def problems(value: Any, *, xml: bool, path: str = "") -> Iterator[tuple[str, st
         for index, item in enumerate(value):
             yield from problems(item, xml=xml, path=f"{path}.{index}")
         return
+    why = _scalar_problem(value, xml=xml)
+    if why is not None:
+        yield path, why
+
+
+def _scalar_problem(value: Any, *, xml: bool) -> str | None:
     if isinstance(value, float):
-        yield path, f"is a float ({value!r}): give a Decimal, floats are not exact"
-    elif isinstance(value, Decimal) and not value.is_finite():
-        yield path, f"is not a finite number ({value})"
-    elif isinstance(value, dt.datetime) and value.utcoffset() is None:
-        yield path, "is a naive datetime: give one with a time zone (tzinfo)"
-    elif isinstance(value, str):
+        return f"is a float ({value!r}): give a Decimal, floats are not exact"
+    if isinstance(value, Decimal):
+        return decimal_out_of_bounds(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if INT64_MIN <= value <= INT64_MAX else "integer out of the 64-bit range"
+    if isinstance(value, dt.datetime) and value.utcoffset() is None:
+        return "is a naive datetime: give one with a time zone (tzinfo)"
+    if isinstance(value, str):
         if _SURROGATE.search(value):
-            yield path, "holds a lone surrogate, which no encoding can send"
-        elif xml and (found := _XML_FORBIDDEN.search(value)):
-            yield path, f"holds {found.group()!r}, a character XML 1.0 does not allow"
+            return "holds a lone surrogate, which no encoding can send"
+        if xml and (found := _XML_FORBIDDEN.search(value)):
+            return f"holds {found.group()!r}, a character XML 1.0 does not allow"
+    return None

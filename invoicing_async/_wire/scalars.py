@@ -30,13 +30,6 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 100
 
 
-def is_ascii_integer(text: str) -> bool:
-    """ASCII digits with an optional sign, as the service writes integers (`int()` would
-    also take "６０", "١٢٣" and "1_000")."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    return text.isascii() and digits.isdigit()
-
-
 def _ascii_number(text: str) -> bool:
     """Only what the service writes in a number: ASCII, no "_" (which `Decimal()` takes)."""
     return text.isascii() and "_" not in text

@@ -71,18 +71,8 @@ NIL: Callable[[str], None] = _nil  # nil="true": None whatever it holds
 SKIP: Callable[[str], None] = _nil  # inside a dropped element: never decoded
 
 
-def _int(text: str) -> int:
-    # Shorter than 19 characters, an integer is within 64 bits: no range check needed.
-    if len(text) < 19 and text.isascii() and "_" not in text:
-        try:
-            return int(text)
-        except ValueError:
-            pass
-    return parse_int(text)  # the checks, and the error naming what is wrong
-
-
 _TYPES: dict[str, Any] = {
-    "integer": _int,
+    "integer": parse_int,
     "decimal": parse_decimal,
     # Money is never a float: Rails' `float` values become exact decimals too.
     "float": parse_decimal,

@@ -26,7 +26,7 @@ from invoicing_async.models import (
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
 from invoicing_async.testing._faults import FaultPlan
-from invoicing_async.testing._lines import apply_line_changes
+from invoicing_async.testing._lines import apply_line_changes, new_line
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from invoicing_async.testing._rules import (
     DEFAULT_TAX_RATES,
@@ -125,17 +125,17 @@ class Account(TemplateOperations):
         invoice.revision = max(int(now.timestamp()), (invoice.revision or 0) + 1)
         self.documents.changed(invoice.id)
 
-    def _history(self, invoice: Invoice, action: str, description: str | None = None) -> None:
-        now = self.clock.now().replace(microsecond=0)
+    def add_history(self, invoice: Invoice, action: str, *, at: dt.datetime | None = None) -> None:
+        """A history record of `action` on the invoice, made `at` (now when not given)."""
+        at = at or self.clock.now().replace(microsecond=0)
         invoice.history.append(
             InvoiceHistoryRecord(
                 id=next(self._record_ids),
                 invoice_id=invoice.id,
                 user_id=self.user_id,
                 action=action,
-                description=description,
-                created_at=now,
-                updated_at=now,
+                created_at=at,
+                updated_at=at,
             )
         )
 
@@ -226,23 +226,14 @@ class Account(TemplateOperations):
             if not line.destroy:
                 invoice.details.append(self._new_detail(ident, line))
         self._touch(invoice)
-        self._history(invoice, "invoice_created")
+        self.add_history(invoice, "invoice_created")
         self._recompute(invoice)
         self.invoices[ident] = invoice
         return invoice
 
     def _new_detail(self, invoice_id: int, line: InvoiceDetail) -> InvoiceDetail:
         now = self.clock.now().replace(microsecond=0)
-        return attrs.evolve(
-            line,
-            id=next(self._detail_ids),
-            invoice_id=invoice_id,
-            price=line.price if line.price is not None else Decimal("0.0"),
-            destroy=None,
-            created_at=now,
-            updated_at=now,
-            extra={},
-        )
+        return new_line(line, next(self._detail_ids), now, invoice_id=invoice_id)
 
     def update_invoice(self, ident: int, changes: Mapping[str, Any]) -> Invoice:
         invoice = self.get_invoice(ident)
@@ -290,7 +281,7 @@ class Account(TemplateOperations):
             raise Unprocessable(errors)
         invoice.email = payload.get("email") or self.contact_email(invoice)
         if reminder:
-            self._history(invoice, f"invoice_reminder_sent_{method}")
+            self.add_history(invoice, f"invoice_reminder_sent_{method}")
         else:
             invoice.send_method = method
             invoice.invoice_email = payload.get("invoice_email") or PROFILE_INVOICE_TEXT
@@ -301,7 +292,7 @@ class Account(TemplateOperations):
                 year = invoice.invoice_date.year
                 invoice.invoice_id = self.next_invoice_number(year)
             invoice.concept_id = None
-            self._history(invoice, f"invoice_sent_{method}")
+            self.add_history(invoice, f"invoice_sent_{method}")
             if invoice.state == "draft":
                 self._set_state(invoice, "open")
                 self.schedule_due(invoice)
@@ -340,7 +331,7 @@ class Account(TemplateOperations):
         # the real service did (field notes).
         if invoice.state in ("open", "late") and invoice.total_unpaid == 0:
             self._set_state(invoice, "paid")
-            self._history(invoice, "invoice_paid")
+            self.add_history(invoice, "invoice_paid")
         self._touch(invoice)
         return invoice
 

@@ -6,7 +6,7 @@ import datetime as dt
 import random
 from decimal import Decimal
 
-from invoicing_async.models import Invoice, InvoiceDetail, InvoiceHistoryRecord, InvoicePayment
+from invoicing_async.models import Invoice, InvoiceDetail, InvoicePayment
 from invoicing_async.testing._account import Account
 from invoicing_async.testing._rules import compute_invoice_totals
 
@@ -99,32 +99,14 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
             invoice_hash=f"{rng.getrandbits(160):040x}",
             created_at=created,
             details=details,
-            history=[
-                InvoiceHistoryRecord(
-                    id=account.next_record_id(),
-                    invoice_id=ident,
-                    user_id=account.user_id,
-                    action="invoice_created",
-                    created_at=created,
-                    updated_at=created,
-                )
-            ],
         )
+        account.add_history(invoice, "invoice_created", at=created)
         if state == "open":
             invoice.invoice_id = account.next_invoice_number(invoice_date.year)
             invoice.invoice_date = invoice_date
             invoice.send_method = "email"
             invoice.email = "billing@example.com"
-            invoice.history.append(
-                InvoiceHistoryRecord(
-                    id=account.next_record_id(),
-                    invoice_id=ident,
-                    user_id=account.user_id,
-                    action="invoice_sent_email",
-                    created_at=created,
-                    updated_at=created,
-                )
-            )
+            account.add_history(invoice, "invoice_sent_email", at=created)
         else:
             invoice.concept_id = ident
         compute_invoice_totals(invoice, account.tax_rates)

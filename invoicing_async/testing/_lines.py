@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import attrs
@@ -13,9 +14,18 @@ from invoicing_async._models.base import DetailLine
 from invoicing_async.errors import FieldError
 from invoicing_async.testing._rules import Unprocessable, without
 
-__all__ = ["apply_line_changes"]
+__all__ = ["apply_line_changes", "new_line"]
 
 L = TypeVar("L", bound=DetailLine)
+
+
+def new_line(line: L, ident: int, now: dt.datetime, **more: Any) -> L:
+    """`line` as the service stores a new one: its id and times, price 0 when none, no
+    request flag and nothing unknown."""
+    price = line.price if line.price is not None else Decimal("0.0")
+    return attrs.evolve(
+        line, id=ident, price=price, destroy=None, created_at=now, updated_at=now, extra={}, **more
+    )
 
 
 def apply_line_changes(

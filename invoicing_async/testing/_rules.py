@@ -109,10 +109,10 @@ def _blank(value: Any) -> bool:
 def detail_errors(
     details: Iterable[InvoiceDetail | RecurringTemplateDetail], tax_rates: Mapping[int, Decimal]
 ) -> list[FieldError]:
-    errors: list[FieldError] = []
-    for line in details:
-        if line.destroy:
-            continue
+    """At least one line, each with a description and a known tax rate."""
+    live = [line for line in details if not line.destroy]
+    errors = [] if live else [FieldError("details", "should contain at least one line")]
+    for line in live:
         if _blank(line.description):
             errors.append(FieldError("details.description", "can't be blank"))
         if line.tax_rate_id is None:
@@ -131,8 +131,6 @@ def invoice_errors(
         errors.append(FieldError("contact_id", "either contact_id or a name must be given"))
     elif invoice.contact_id is not None and invoice.contact_id not in contacts:
         errors.append(FieldError("contact_id", "does not exist"))
-    if not [d for d in invoice.details if not d.destroy]:
-        errors.append(FieldError("details", "should contain at least one line"))
     errors.extend(detail_errors(invoice.details, tax_rates))
     return errors
 
@@ -156,8 +154,6 @@ def template_errors(
         errors.append(FieldError("frequency_type", "can't be blank"))
     elif template.frequency_type not in (1, 2, 3, 4, 5):
         errors.append(FieldError("frequency_type", "is not included in the list"))
-    if not [d for d in template.details if not d.destroy]:
-        errors.append(FieldError("details", "should contain at least one line"))
     errors.extend(detail_errors(template.details, tax_rates))
     if template.start_date is not None and template.start_date <= today:
         errors.append(FieldError("start_date", "must lie in the future"))

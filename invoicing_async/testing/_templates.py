@@ -18,7 +18,7 @@ from invoicing_async.models import (
 )
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import InvoiceDocuments
-from invoicing_async.testing._lines import apply_line_changes
+from invoicing_async.testing._lines import apply_line_changes, new_line
 from invoicing_async.testing._rules import (
     Missing,
     Unprocessable,
@@ -65,17 +65,7 @@ class TemplateOperations:
             created_at=now,
             updated_at=now,
             details=[
-                attrs.evolve(
-                    d,
-                    id=next(self._detail_ids),
-                    price=d.price if d.price is not None else Decimal("0.0"),
-                    destroy=None,
-                    created_at=now,
-                    updated_at=now,
-                    extra={},
-                )
-                for d in data.details
-                if not d.destroy
+                new_line(d, next(self._detail_ids), now) for d in data.details if not d.destroy
             ],
             extra={},
         )

@@ -24,7 +24,7 @@ from invoicing_async._account_run import (
     exit_code,
     outcome_of_error,
 )
-from invoicing_async._cli.logs import configure_logging
+from invoicing_async._cli.options import configure_logging
 from invoicing_async._secrets import SecretError, SecretPolicy
 from invoicing_async._sync.report import SyncProgress
 from invoicing_async.sync import MemoryStore

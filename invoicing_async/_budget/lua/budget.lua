@@ -1,9 +1,10 @@
 -- The budget's rule (ledger.py) on KEYS: our units by return time and by take time
--- (sorted sets), phantom blocks by return time (a sorted set) and their counts (a hash,
--- with the total under "all"). ARGV[1] names the operation: take or settle. Every call
--- answers counts and the next return, never every unit.
+-- (sorted sets), phantom blocks by return time (a sorted set), their counts (a hash,
+-- with the total under "all") and the server's remaining in our units' answers (a hash).
+-- ARGV[1] names the operation: take or settle. Every call answers counts and the next
+-- return, never every unit.
 pcall(redis.replicate_commands)
-local units, taken, blocks, sizes = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local units, taken, blocks, sizes, heard = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -19,7 +20,10 @@ end
 local function expire()
   local gone = redis.call('ZRANGEBYSCORE', units, '-inf', now)
   if #gone > 0 then
-    for i = 1, #gone do redis.call('ZREM', taken, gone[i]) end
+    for i = 1, #gone do
+      redis.call('ZREM', taken, gone[i])
+      redis.call('HDEL', heard, gone[i])
+    end
     redis.call('ZREMRANGEBYSCORE', units, '-inf', now)
   end
   local due = redis.call('ZRANGEBYSCORE', blocks, '-inf', now)
@@ -75,15 +79,21 @@ local function hand_back(give)
     gone = gone + n
     give = give - n
   end
-  redis.call('HINCRBY', sizes, 'all', -gone)
+  -- Nothing given: -0 is no integer to Redis.
+  if gone > 0 then redis.call('HINCRBY', sizes, 'all', -gone) end
 end
 
 local function heed_server(taken_at, remaining)
   local ours, held = redis.call('ZCARD', units), phantoms()
   local free = limit - ours - held
   if held == 0 and free <= remaining - ours then return end
-  -- Taken at the same instant counts as before (ledger.py's heed_server).
-  local allowed = remaining - redis.call('ZCOUNT', taken, '(' .. fmt(taken_at), '+inf')
+  -- Taken after and not counted first by the server's word (ledger.py's heed_server).
+  local after = redis.call('ZRANGEBYSCORE', taken, '(' .. fmt(taken_at), '+inf')
+  local allowed = remaining - #after
+  for i = 1, #after do
+    local seen = redis.call('HGET', heard, after[i])
+    if seen and tonumber(seen) > remaining then allowed = allowed + 1 end
+  end
   if free > allowed then
     local count = free - math.max(0, allowed)
     if allowed > 0 then
@@ -102,9 +112,10 @@ local function heed_server(taken_at, remaining)
 end
 
 expire()
-local head
+local head, hold = nil, 0
 if ARGV[1] == 'take' then
-  local hold, keep, unit = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+  local keep, unit = tonumber(ARGV[5]), ARGV[6]
+  hold = tonumber(ARGV[4])
   local in_use = redis.call('ZCARD', units) + phantoms()
   if limit - in_use > keep then
     redis.call('ZADD', units, now + period + hold, unit)
@@ -124,14 +135,13 @@ else
     if current and tonumber(current) > now + period then
       redis.call('ZADD', units, now + period, unit)
     end
+    if current and remaining ~= '' then redis.call('HSET', heard, unit, remaining) end
     if remaining ~= '' then heed_server(taken_at, tonumber(remaining)) end
   end
   head = {}
 end
-local hold = 0
-if ARGV[1] == 'take' then hold = tonumber(ARGV[4]) end
 local ms = math.ceil((2 * period + hold) * 1000)
-for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ms) end
+for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ms) end
 local a, b = soonest(units), soonest(blocks)
 if b and (not a or b < a) then a = b end
 head[#head + 1] = redis.call('ZCARD', units) + phantoms()

@@ -8,6 +8,7 @@ CREATE TABLE IF NOT EXISTS invoicing_budget_units (
     unit text NOT NULL,
     taken_at double precision NOT NULL,
     returns_at double precision NOT NULL,
+    heard int, -- the server's remaining in the unit's answer
     PRIMARY KEY (key, unit)
 );
 CREATE INDEX IF NOT EXISTS invoicing_budget_units_returns ON invoicing_budget_units (key, returns_at);
@@ -59,11 +60,13 @@ LANGUAGE sql AS $$
     FROM invoicing_budget_keys k WHERE k.key = p_key
 $$;
 
+-- A block of `p_count` phantoms back at `p_at` (none when `p_count` is not positive).
 CREATE OR REPLACE FUNCTION invoicing_budget_add_phantoms(p_key text, p_at double precision, p_count int)
 RETURNS void LANGUAGE sql AS $$
-    INSERT INTO invoicing_budget_phantoms AS p VALUES (p_key, p_at, p_count)
+    INSERT INTO invoicing_budget_phantoms AS p SELECT p_key, p_at, p_count WHERE p_count > 0
         ON CONFLICT (key, returns_at) DO UPDATE SET count = p.count + excluded.count;
-    UPDATE invoicing_budget_keys k SET phantoms = k.phantoms + p_count WHERE k.key = p_key;
+    UPDATE invoicing_budget_keys k SET phantoms = k.phantoms + p_count
+        WHERE k.key = p_key AND p_count > 0;
 $$;
 
 CREATE OR REPLACE FUNCTION invoicing_budget_take(
@@ -86,7 +89,8 @@ BEGIN
     o_granted := p_limit - v_ours - v_phantoms > p_keep;
     o_wait := 0;
     IF o_granted THEN
-        INSERT INTO invoicing_budget_units VALUES (p_key, p_unit, v_now, v_now + p_period + p_hold);
+        INSERT INTO invoicing_budget_units
+            VALUES (p_key, p_unit, v_now, v_now + p_period + p_hold, NULL);
         UPDATE invoicing_budget_keys k SET ours = k.ours + 1 WHERE k.key = p_key;
     ELSE
         -- Units that must come back before more than `keep` are free.
@@ -135,13 +139,15 @@ BEGIN
             UPDATE invoicing_budget_keys k SET ours = k.ours - 1 WHERE k.key = p_key;
         END IF;
     ELSE
-        UPDATE invoicing_budget_units u SET returns_at = v_now + p_period
-            WHERE u.key = p_key AND u.unit = p_unit AND u.returns_at > v_now + p_period;
+        UPDATE invoicing_budget_units u
+            SET returns_at = least(u.returns_at, v_now + p_period), heard = p_remaining
+            WHERE u.key = p_key AND u.unit = p_unit;
         v_free := p_limit - v_ours - v_phantoms;
         IF p_remaining IS NOT NULL AND (v_phantoms > 0 OR v_free > p_remaining - v_ours) THEN
-            -- Requests taken at the same instant count as before the settled one.
+            -- Taken after and not counted first by the server's word (ledger.py's heed_server).
             SELECT p_remaining - count(*) INTO v_allowed FROM invoicing_budget_units u
-                WHERE u.key = p_key AND u.taken_at > p_taken_at;
+                WHERE u.key = p_key AND u.taken_at > p_taken_at
+                AND coalesce(u.heard, p_remaining) <= p_remaining;
             IF v_free > v_allowed THEN
                 v_count := v_free - greatest(0, v_allowed);
                 IF v_allowed > 0 THEN
@@ -154,10 +160,8 @@ BEGIN
                             p_key, v_soonest + p_period, v_count);
                     ELSE
                         PERFORM invoicing_budget_add_phantoms(p_key, v_now + p_period, 1);
-                        IF v_count > 1 THEN
-                            PERFORM invoicing_budget_add_phantoms(
-                                p_key, v_now + 2 * p_period, v_count - 1);
-                        END IF;
+                        PERFORM invoicing_budget_add_phantoms(
+                            p_key, v_now + 2 * p_period, v_count - 1);
                     END IF;
                 END IF;
             ELSIF v_free < v_allowed THEN
@@ -166,17 +170,13 @@ BEGIN
                          WHERE p.key = p_key ORDER BY p.returns_at DESC LOOP
                     EXIT WHEN v_give <= 0;
                     v_count := least(r.count, v_give);
-                    IF v_count = r.count THEN
-                        DELETE FROM invoicing_budget_phantoms p
-                            WHERE p.key = p_key AND p.returns_at = r.returns_at;
-                    ELSE
-                        UPDATE invoicing_budget_phantoms p SET count = p.count - v_count
-                            WHERE p.key = p_key AND p.returns_at = r.returns_at;
-                    END IF;
+                    UPDATE invoicing_budget_phantoms p SET count = p.count - v_count
+                        WHERE p.key = p_key AND p.returns_at = r.returns_at;
                     UPDATE invoicing_budget_keys k SET phantoms = k.phantoms - v_count
                         WHERE k.key = p_key;
                     v_give := v_give - v_count;
                 END LOOP;
+                DELETE FROM invoicing_budget_phantoms p WHERE p.key = p_key AND p.count <= 0;
             END IF;
         END IF;
     END IF;

@@ -402,15 +402,14 @@ async def test_a_workers_runs_share_one_http_session_that_keeps_no_cookies(
 ) -> None:
     import aiohttp
 
-    from invoicing_async._jobs.accounts import get_account
+    from invoicing_async._jobs.accounts import list_accounts
 
     await add(migrated, service, "acme")
     await add(migrated, service, "beta")
     async with Jobs(migrated) as jobs:
         async with jobs.pool.connection() as conn:
-            acme, beta = await get_account(conn, "acme"), await get_account(conn, "beta")
-        assert acme is not None
-        assert beta is not None
+            acme, beta = await list_accounts(conn)
+        assert (acme.name, beta.name) == ("acme", "beta")
         assert await jobs.sync("acme") == "complete"
         assert await jobs.sync("beta") == "complete"
         session = jobs.account_run(acme).session
@@ -455,24 +454,27 @@ async def test_a_run_finding_its_account_locked_leaves_it_alone(
 
 async def test_secret_references_and_oauth1(monkeypatch: pytest.MonkeyPatch) -> None:
     from invoicing_async import OAuth1Auth
+    from invoicing_async._account_run import Credentials
     from invoicing_async._jobs.accounts import AccountError, new_account
 
     for bad in ("hunter2", "env:1X", "file:relative/path", "vault:x"):
         with pytest.raises(AccountError) as info:
-            new_account("a", base_url="https://h.example", username="u", secret=bad)
+            new_account("a", base_url="https://h.example", credentials=Credentials("u", bad))
         assert bad not in str(info.value)
     with pytest.raises(AccountError, match="not in the base URL"):
-        new_account("a", base_url="https://u:pw@h.example", username="u", secret="env:X")
+        new_account("a", base_url="https://u:pw@h.example", credentials=Credentials("u", "env:X"))
     with pytest.raises(AccountError, match="OAuth 1 needs"):
-        new_account("a", base_url="https://h", username="ck", secret="env:CS", oauth1=True)
+        new_account("a", base_url="https://h", credentials=Credentials("ck", "env:CS", oauth1=True))
     account = new_account(
         "a",
         base_url="https://h.example:8443/x",
-        username="ck",
-        secret="env:INVOICING_SECRET_CS",
-        oauth1=True,
-        token="tk",
-        token_secret="env:INVOICING_SECRET_TS",
+        credentials=Credentials(
+            "ck",
+            "env:INVOICING_SECRET_CS",
+            oauth1=True,
+            token="tk",
+            token_secret="env:INVOICING_SECRET_TS",
+        ),
     )
     assert account.host == "h.example:8443"
     monkeypatch.setenv("INVOICING_SECRET_CS", "consumer-secret")

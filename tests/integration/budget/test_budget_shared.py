@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import logging
 import random
 import socket
 import sqlite3
@@ -123,6 +124,26 @@ async def test_the_servers_word_holds_units_and_hands_them_back(
     later = await spender_of(budget).take(max_wait=0)
     await spender_of(budget).settle(later, limit=20, remaining=10)
     assert (await budget.refresh()).remaining == 10
+
+
+async def test_answers_counted_out_of_taking_order_hold_back_no_unit(
+    make_budget: Callable[..., ia.RateBudget], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Four requests the server counts newest first, answered in that order: every store,
+    as the in-process ledger, holds nothing back for newer requests counted first (and
+    takes every answer: no "budget not updated" warning)."""
+    budget = make_budget(limit=8)
+    permits = [await spender_of(budget).take(max_wait=0) for _ in range(4)]
+    assert len({permit.taken_at for permit in permits}) == 4
+    for remaining, permit in zip([7, 6, 5, 4], reversed(permits), strict=True):
+        await spender_of(budget).settle(permit, limit=8, remaining=remaining)
+    snap = await budget.refresh()
+    assert (snap.remaining, snap.used_in_period, snap.held_for_others) == (4, 4, 0)
+    for _ in range(4):
+        await spend(budget)
+    with pytest.raises(ia.RateLimitExceeded):
+        await spender_of(budget).take(max_wait=0)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_background_work_stops_short_of_the_reserve(
@@ -335,6 +356,22 @@ async def test_a_process_whose_clock_runs_ahead_lets_no_unit_back_early(tmp_path
     await spend(second)  # and the file's time, which the first one moved, says so to all
     await slow.close()
     await fast.close()
+
+
+async def test_a_sqlite_view_sees_the_phantoms_once_none_of_ours_is_out(tmp_path: Path) -> None:
+    """Refused for the budget, then our unit back: the phantoms' return is the next one (the
+    file answered "nothing out" while phantoms were held)."""
+    now = [1_000_000.0]
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    store = SQLiteBudgetStore(url, clock=lambda: now[0], steady=lambda: ("boot", now[0]))
+    budget = ia.RateBudget(5, 100.0, key="acme", store=store)
+    permit = await spender_of(budget).take(max_wait=0)
+    await spender_of(budget).settle(permit, refused=True)  # 4 held until our unit's + 100 s
+    now[0] += 150.0  # ours came back 100 s after its answer; the phantoms have 50 s to go
+    view = await store.view("acme", budget)
+    assert (view.in_use, view.phantoms) == (4, 4)
+    assert view.next_in == pytest.approx(50.0)
+    await store.close()
 
 
 async def test_a_process_that_first_opens_the_file_after_a_pause_returns_no_unit_early(

@@ -13,17 +13,14 @@ import psycopg
 import pytest
 
 import invoicing_async as ia
-from invoicing_async._budget import postgres as budget_postgres
 from invoicing_async._cli import main
-from invoicing_async._jobs import schema as jobs_schema
+from invoicing_async._jobs.tasks import COMPONENTS
 from invoicing_async._postgres import locks, migrations
 from invoicing_async._postgres.connect import connection_pool
-from invoicing_async._sync import postgres as store_postgres
 from invoicing_async.sync import PostgresStore
 from tests.servers import PostgresServer, free_port
 
 PACKAGE = Path(ia.__file__).parent
-COMPONENTS = [store_postgres.SCHEMA, budget_postgres.SCHEMA, jobs_schema.SCHEMA]
 
 
 # -- connecting -----------------------------------------------------------------------------

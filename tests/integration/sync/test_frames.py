@@ -112,7 +112,7 @@ async def test_postgres_frames_are_read_from_documents_and_match(
             await SyncEngine(client, postgres).run()
             expected, expected_lines = await store_dataframes(memory)
             monkeypatch.setattr(
-                "invoicing_async._sync.postgres.read_stored",
+                "invoicing_async._sync.store.read_stored",
                 lambda *a, **k: pytest.fail("a model was built"),
             )
             frame, lines = await store_dataframes(postgres)

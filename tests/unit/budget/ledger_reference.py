@@ -18,6 +18,7 @@ class ReferenceLedger:
         self.period = period
         self.units: dict[str, Unit] = {}
         self.phantoms: list[float] = []  # each phantom's return time
+        self.heard: dict[str, int] = {}  # the server's remaining in each unit's answer
 
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
@@ -66,9 +67,18 @@ class ReferenceLedger:
 
     def heed_server(self, now: float, unit_id: str, taken_at: float, remaining: int) -> None:
         """Fit the free units to the server's word on the request taken at `taken_at`."""
+        if unit_id in self.units:
+            self.heard[unit_id] = remaining
         # Requests taken after that one may not have been counted in `remaining` yet:
-        # assume they were not (those taken at the same instant count as before it).
-        after = sum(1 for u in self.units.values() if u.taken_at > taken_at and u.id != unit_id)
+        # assume they were not, unless their own answer showed more remaining (counted
+        # first). Those taken at the same instant count as before it.
+        after = sum(
+            1
+            for u in self.units.values()
+            if u.taken_at > taken_at
+            and u.id != unit_id
+            and self.heard.get(u.id, remaining) <= remaining
+        )
         allowed = remaining - after
         free = self.limit - len(self.units) - len(self.phantoms)
         if free > allowed:

@@ -134,6 +134,32 @@ async def test_a_stale_answer_does_not_undo_newer_ones() -> None:
 
 
 @virtual_time
+async def test_answers_counted_out_of_taking_order_hold_back_no_unit() -> None:
+    """Four requests reach the server newest first and are answered in that order: a
+    newer request whose answer showed more remaining was counted before the older one, so
+    the older answer holds nothing back for it, and the whole limit goes out."""
+    loop = asyncio.get_running_loop()
+    window = RequestWindow(loop.time, limit=8, period=HOUR)
+    hooks = spender_of(budget := RateBudget(limit=8, period=HOUR))
+    permits = []
+    for _ in range(4):
+        permits.append(await hooks.take(max_wait=0))
+        await asyncio.sleep(0.1)
+    for permit in reversed(permits):
+        assert window.take()
+        await hooks.settle(permit, limit=8, remaining=window.remaining)
+    snap = budget.snapshot()
+    assert (snap.remaining, snap.used_in_period, snap.held_for_others) == (4, 4, 0)
+    for _ in range(4):
+        permit = await hooks.take(max_wait=0)
+        assert window.take()  # the server never refuses
+        await hooks.settle(permit, limit=8, remaining=window.remaining)
+    assert window.used == 8
+    with pytest.raises(ia.RateLimitExceeded):
+        await hooks.take(max_wait=0)
+
+
+@virtual_time
 async def test_a_refusal_stops_every_user_and_one_probe_goes_after_the_estimate() -> None:
     store = MemoryBudgetStore()
     web, batch = RateBudget(limit=350, store=store), RateBudget(limit=350, store=store)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models.documents import load_model
-from invoicing_async._wire.json import _default, encode_document
+from invoicing_async._wire.json import encode_document, json_text
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.models import Invoice
 from invoicing_async.testing._writers import dump_list
@@ -22,7 +22,7 @@ from tests.unit.models.strategies import OFFSETS, models
 def _json_dumps(root: str, member: Any) -> bytes:
     """The writer stored documents had before orjson."""
     return json.dumps(
-        {root: member}, default=_default, ensure_ascii=False, separators=(",", ":")
+        {root: member}, default=json_text, ensure_ascii=False, separators=(",", ":")
     ).encode("utf-8", "surrogatepass")
 
 

@@ -5,6 +5,7 @@ CREATE TABLE IF NOT EXISTS budget_units (
     unit TEXT NOT NULL,
     taken_at REAL NOT NULL,
     returns_at REAL NOT NULL,
+    heard INTEGER, -- the server's remaining in the unit's answer
     PRIMARY KEY (key, unit)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS budget_units_returns ON budget_units (key, returns_at);
