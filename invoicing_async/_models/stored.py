@@ -42,6 +42,8 @@ class InvoiceDocument:
     contact_id: int | None
     document: bytes = attrs.field(repr=False)
     _model: Invoice | None = attrs.field(default=None, repr=False, eq=False, alias="model")
+    #: The closed strict struct the member was checked with, when asked to keep it.
+    _checked: Any = attrs.field(default=None, repr=False, eq=False, alias="checked")
 
     @classmethod
     def of(cls, invoice: Invoice, document: bytes | None = None) -> InvoiceDocument:
@@ -57,14 +59,22 @@ class InvoiceDocument:
             self._model = load_model(self.document, "json", Invoice)
         return self._model
 
+    def values(self) -> Any:
+        """The invoice's values by the model's attribute names: the closed strict struct
+        it was checked with (typed in C, no model; kept with `keep_values=True`), else the
+        model (which keeps fields the models do not know in `extra`)."""
+        return self.model() if self._checked is None else self._checked
+
 
 def load_invoice_documents(
-    body: bytes, fmt: Format, *, limit: int
+    body: bytes, fmt: Format, *, limit: int, keep_values: bool = False
 ) -> tuple[list[InvoiceDocument], list[MemberError]]:
     """A sync-fetch reply as documents, each member on its own (one that cannot be read is
-    set aside); more than `limit` members is refused before any document is made."""
+    set aside); more than `limit` members is refused before any document is made. With
+    `keep_values` each document keeps the struct it was checked with (`values()`), for a
+    consumer that reads every value; a store does not."""
     if fmt == "json":
-        judged = [_json_member(raw) for raw in split_members(body, limit)]
+        judged = [_json_member(raw, keep_values) for raw in split_members(body, limit)]
     else:
         judged = _xml_members(body, limit)
     documents = [d for d in judged if isinstance(d, InvoiceDocument)]
@@ -72,11 +82,12 @@ def load_invoice_documents(
     return documents, failed
 
 
-def _json_member(raw: bytes) -> InvoiceDocument | MemberError:
+def _json_member(raw: bytes, keep_values: bool) -> InvoiceDocument | MemberError:
     """One JSON member: checked in C, or else read by the converter."""
-    columns = checked_invoice(raw)
-    if columns is not None:
-        return InvoiceDocument(*columns, document=raw)
+    checked = checked_invoice(raw)
+    if checked is not None:
+        columns, struct = checked
+        return InvoiceDocument(*columns, document=raw, checked=struct if keep_values else None)
     try:
         tree = decode_json(raw)
     except DecodeError as exc:

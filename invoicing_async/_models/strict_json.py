@@ -92,16 +92,18 @@ _MEMBERS: list[msgspec.json.Decoder[Any]] = [
 _UNSURE = re.compile(rb"\\u[dD][89a-fA-F]|[:,\[][ \t\n\r]*-?(?:[0-9]+(?:\.[0-9]+)?[eE]|[0-9.]{30})")
 
 
-def checked_invoice(raw: bytes) -> Columns | None:
+def checked_invoice(raw: bytes) -> tuple[Columns, Any] | None:
     """The columns of a sync-fetch member `{"invoice": {…}}` that the converter is sure
-    to read, decoded straight into the strict struct; None when it is not sure (the
-    caller then lets the converter read it). The closed struct checks every value; a
-    member with fields the models do not know is screened (above, UTF-8, at most
+    to read, decoded straight into the strict struct, and that closed struct when the
+    member fits it (its values are the model's, by the same names); None when it is not
+    sure (the caller then lets the converter read it). The closed struct checks every
+    value; a member with fields the models do not know is screened (above, UTF-8, at most
     `MAX_DEPTH` brackets in all) before the open struct skips them, so whatever is
     stored reads back."""
     closed, open_ = _MEMBERS
     try:
-        return invoice_columns(closed.decode(raw).invoice)
+        invoice = closed.decode(raw).invoice
+        return invoice_columns(invoice), invoice
     except (msgspec.DecodeError, ValueError):  # ValueError: not UTF-8
         pass
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH or _UNSURE.search(raw):
@@ -109,7 +111,7 @@ def checked_invoice(raw: bytes) -> Columns | None:
     try:
         if not raw.isascii():
             raw.decode()  # the struct skips unknown fields without checking their text
-        return invoice_columns(open_.decode(raw).invoice)
+        return invoice_columns(open_.decode(raw).invoice), None
     except (msgspec.DecodeError, ValueError):
         return None
 

@@ -220,9 +220,12 @@ class InvoicesResource(Resource):
             invoices.extend(document.model() for document in batch.documents)
         return invoices
 
-    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
+    async def fetch_batch(
+        self, ids: builtins.list[int], *, keep_values: bool = False
+    ) -> FetchedBatch:
         """One sync-fetch request for at most 100 ids as the sync engine reads it (`SyncFetch`);
-        a reply of more than twice as many members as ids is refused before anything is built."""
+        a reply of more than twice as many members as ids is refused before anything is built.
+        `keep_values`: each document keeps its checked values (`InvoiceDocument.values()`)."""
         if len(ids) > SYNC_FETCH_LIMIT:
             raise ValueError(f"at most {SYNC_FETCH_LIMIT} ids per sync-fetch request")
         if not ids:
@@ -230,9 +233,10 @@ class InvoicesResource(Resource):
         response = await self._transport.request(
             "POST", "/invoices/sync_fetch_ids.xml", body=dump_sync_fetch_ids(ids, self._fmt)
         )
-        documents, unreadable = await decode_off_loop(
-            functools.partial(load_invoice_documents, limit=_REPLY_LIMIT), response.body, self._fmt
+        read = functools.partial(
+            load_invoice_documents, limit=_REPLY_LIMIT, keep_values=keep_values
         )
+        documents, unreadable = await decode_off_loop(read, response.body, self._fmt)
         return FetchedBatch(
             documents=documents, server_time=server_time(response.headers), unreadable=unreadable
         )

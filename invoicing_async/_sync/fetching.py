@@ -39,6 +39,9 @@ class SyncSettings:
     wait_for_budget: bool = False
     recheck_within: float = 5.0
     clock: Callable[[], float] = time.time
+    #: Documents keep their checked values (`InvoiceDocument.values()`): for a consumer that
+    #: reads every value (the dlt source), not a store (they would be held for nothing).
+    keep_values: bool = False
 
     def read_too_early(self, revision: int | None, server_time: float | None) -> bool:
         """True when the invoice was read within its revision's own second (by the reply's `Date`,
@@ -238,7 +241,9 @@ class FetchPhase:
     async def _fetch(self, ids: list[int]) -> FetchedBatch | None:
         """One sync-fetch request; None when it failed (the ids are queued again)."""
         try:
-            return await self.client.invoices.fetch_batch(ids)
+            return await self.client.invoices.fetch_batch(
+                ids, keep_values=self.settings.keep_values
+            )
         except RateLimitExceeded as exc:
             self._give_back(ids)
             if self.settings.wait_for_budget:

@@ -20,9 +20,12 @@ class InvoiceSource(Protocol):
         """Every invoice's id and revision (one request)."""
         ...
 
-    async def fetch_batch(self, ids: builtins.list[int]) -> FetchedBatch:
-        """Full invoices for at most 100 ids, as documents, with the server's time and
-        the members that could not be read (one request)."""
+    async def fetch_batch(
+        self, ids: builtins.list[int], *, keep_values: bool = False
+    ) -> FetchedBatch:
+        """Full invoices for at most 100 ids, as documents (keeping their checked values
+        when asked), with the server's time and the members that could not be read (one
+        request)."""
         ...
 
 

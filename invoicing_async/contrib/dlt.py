@@ -12,7 +12,8 @@
   requests. Invoices deleted on the service are deleted (default strategy
   `delete-insert`) or, with `scd2=True`, their current row is closed (`_dlt_valid_to`):
   every revision is kept with its validity, a change history for free.
-- `recurring_templates` and `current_session`, replaced on each load (one request each).
+- `recurring_templates` (with `recurring_templates__details`) and `current_session`,
+  Arrow tables too, replaced on each load (one request each).
 
 The invoices come from the sync engine's own fetch phase (`SyncEngine.fetch_phase`):
 the same plan, retries of missing ids, batch-failure limit, read-too-early rule and
@@ -35,8 +36,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import hashlib
+import itertools
 import json
 import logging
 import operator
@@ -48,33 +49,20 @@ from typing import Any
 
 import attrs
 import dlt
-import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from dlt.common.data_types.typing import TDataType
 from dlt.common.destination.exceptions import DestinationUndefinedEntity
-from dlt.common.schema.typing import TColumnSchema, TFileFormat, TTableSchemaColumns
-from dlt.common.typing import TTableNames
-from dlt.extract.hints import TResourceNestedHints
+from dlt.common.schema.typing import TColumnSchema, TTableSchemaColumns
 from dlt.extract.resource import DltResource
 
 from invoicing_async import Auth, BasicAuth, Format, InvoicingClient, RateBudget
-from invoicing_async._models import export, strict_json
+from invoicing_async._models import export, fields
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync import fetching
 from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.store import PendingEntry
-from invoicing_async.models import (
-    CurrentSession,
-    Invoice,
-    InvoiceDetail,
-    InvoiceHistoryRecord,
-    InvoicePayment,
-    Model,
-    RecurringTemplate,
-    RecurringTemplateDetail,
-    SyncRevisions,
-)
+from invoicing_async.models import CurrentSession, Invoice, Model, RecurringTemplate, SyncRevisions
 
 __all__ = ["invoicing_source"]
 
@@ -87,36 +75,36 @@ logger = logging.getLogger("invoicing_async.contrib.dlt")
 # `_dlt_id` starting with "-": the merge deletes (scd2: closes) the stored rows of every
 # invoice it receives, then inserts the real rows only, so no marker column is stored.
 _REAL_ROWS = "_dlt_id NOT LIKE '-%'"
-_MERGE = {"disposition": "merge", "strategy": "delete-insert", "source_filter": _REAL_ROWS}
-_MERGE_ROOT = {**_MERGE, "destination_scope": "id IN (SELECT id FROM {staging_table})"}
-_MERGE_CHILD = {
-    **_MERGE,
-    "destination_scope": "_dlt_root_id IN (SELECT _dlt_root_id FROM {staging_table})",
-}
-# scd2 keeps every version's rows: a child row of a version is written once.
-_MERGE_SCD2 = {**_MERGE_ROOT, "strategy": "scd2"}
-_MERGE_SCD2_CHILD = {
-    **_MERGE,
-    "destination_scope": "_dlt_id IN (SELECT _dlt_id FROM {staging_table})",
-}
-_CHILDREN: dict[str, type[Model]] = {
-    "details": InvoiceDetail,
-    "payments": InvoicePayment,
-    "history": InvoiceHistoryRecord,
-}
+
+
+def _merge(key: str, *, scd2: bool = False) -> Any:
+    """dlt's merge of a table whose stored rows are deleted (scd2: closed) when their
+    `key` is in the load (a child row of a scd2 version is written once)."""
+    return {
+        "disposition": "merge",
+        "strategy": "scd2" if scd2 else "delete-insert",
+        "source_filter": _REAL_ROWS,
+        "destination_scope": f"{key} IN (SELECT {key} FROM {{staging_table}})",
+    }
+
+
 # dlt's cost is per yielded table: the fetched batches are gathered into tables of up to
 # this many invoices (all in the same load package, so no less crash-safe).
 _TABLE_SIZE = 10_000
-_ARROW = {
-    "int": pa.int64(),
-    "bool": pa.bool_(),
-    "str": pa.string(),
-    "date": pa.date32(),
-    "datetime": pa.timestamp("us", tz="UTC"),
+# A column's kind (`export.scalar_columns`, `extra` as json): its dlt type and Arrow
+# type (decimals: read as text, then typed by column, `export.decimal_type`).
+_TYPES: dict[str, tuple[TDataType, pa.DataType]] = {
+    "int": ("bigint", pa.int64()),
+    "bool": ("bool", pa.bool_()),
+    "str": ("text", pa.string()),
+    "date": ("date", pa.date32()),
+    "datetime": ("timestamp", pa.timestamp("us", tz="UTC")),
+    "decimal": ("decimal", pa.string()),
+    "json": ("json", pa.string()),
 }
 # What Python (and so dlt and every reader) can hold of a timestamp in UTC.
 _IN_RANGE = [
-    pa.scalar(bound.replace(tzinfo=dt.timezone.utc), _ARROW["datetime"])
+    pa.scalar(bound.replace(tzinfo=dt.timezone.utc), _TYPES["datetime"][1])
     for bound in (dt.datetime.min, dt.datetime.max)
 ]
 _CHILD_KEYS: TTableSchemaColumns = {
@@ -125,20 +113,7 @@ _CHILD_KEYS: TTableSchemaColumns = {
     "_dlt_root_id": {"name": "_dlt_root_id", "data_type": "text"},
     "_dlt_list_idx": {"data_type": "bigint"},
 }
-
-_DLT_TYPES: dict[str, TDataType] = {
-    "int": "bigint",
-    "bool": "bool",
-    "str": "text",
-    "date": "date",
-    "datetime": "timestamp",
-    "decimal": "decimal",
-    "json": "json",
-}
 _REQUEST_ONLY = ("destroy",)  # `_destroy` on a line: a request flag, never data
-# Parquet where the destination takes it (dlt falls back to another format where not):
-# DuckDB loads 2,000 invoices' rows in 1.8 s from Parquet, 25 s from INSERT statements.
-_FILE_FORMAT: TFileFormat = "parquet"
 _QUARANTINE_COLUMNS: TTableSchemaColumns = {
     "id": {"name": "id", "data_type": "bigint", "nullable": False},
     "revision": {"name": "revision", "data_type": "bigint", "nullable": False},
@@ -154,11 +129,16 @@ def _kinds(cls: type[Model]) -> dict[str, str]:
     return {**{n: k for n, k in kinds.items() if n not in _REQUEST_ONLY}, "extra": "json"}
 
 
+def _children(cls: type[Model]) -> dict[str, type[Model]]:
+    """A model's lists of models (`details`…), each a child table."""
+    return {s.name: s.item_model for s in fields.field_specs(cls) if s.item_model is not None}
+
+
 def _columns(cls: type[Model]) -> TTableSchemaColumns:
     """The dlt columns of a model's scalar attributes, typed, plus `extra` as json."""
     columns: TTableSchemaColumns = {}
     for name, kind in _kinds(cls).items():
-        column: TColumnSchema = {"name": name, "data_type": _DLT_TYPES[kind], "nullable": True}
+        column: TColumnSchema = {"name": name, "data_type": _TYPES[kind][0], "nullable": True}
         if kind == "decimal":
             column["precision"], column["scale"] = export.decimal_type(name)
         elif kind == "datetime":
@@ -167,87 +147,49 @@ def _columns(cls: type[Model]) -> TTableSchemaColumns:
     return columns
 
 
-def _held(name: str, value: Any, owner: str) -> None:
-    """Refuse (`ValueError`) a value its column cannot hold as it is: a decimal with more
-    places than the column (never rounded) or past its precision, a datetime out of range
-    in UTC, text that is not UTF-8 (a lone surrogate)."""
-    what = f"{owner}: {name}"
-    if isinstance(value, Decimal):
+def _unheld(cls: type[Model], name: str, kind: str, item: Any, value: Any) -> str | None:
+    """Why `item`'s value cannot be held by its column as it is (None: it can): a decimal
+    with more places than the column (never rounded) or past its precision, a datetime
+    out of range in UTC, text that is not UTF-8 (a lone surrogate)."""
+    what = f"{cls.__name__} {getattr(item, 'id', None)}: {name}"
+    if kind == "decimal" and value is not None:
+        value = Decimal(value)
         precision, scale = export.decimal_type(name)
         if value != round(value, scale):
-            raise ValueError(f"{what}={value} has more than {scale} decimal places")
+            return f"{what}={value} has more than {scale} decimal places"
         if abs(value) >= Decimal(10) ** (precision - scale):
-            raise ValueError(f"{what}={value} exceeds DECIMAL({precision},{scale})")
+            return f"{what}={value} exceeds DECIMAL({precision},{scale})"
     elif isinstance(value, dt.datetime):
         try:
             value.astimezone(dt.timezone.utc)
         except OverflowError:
-            raise ValueError(f"{what}={value} is out of range in UTC") from None
-    elif isinstance(value, str):
+            return f"{what}={value} is out of range in UTC"
+    elif isinstance(value, str | dict):
         try:
-            value.encode("utf-8")
+            json.dumps(value, default=str, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError(f"{what} is not valid UTF-8 text") from None
-    elif isinstance(value, dict):
-        _held(name, json.dumps(value, default=str, ensure_ascii=False), owner)
+            return f"{what} is not valid UTF-8 text"
+    return None
 
 
-_ROW_FIELDS: dict[type[Any], tuple[tuple[str, bool], ...]] = {}
-
-
-def _row_fields(cls: type[Any]) -> tuple[tuple[str, bool], ...]:
-    """(name, whether it is a list of models) of a model's attributes as rows carry
-    them, request-only flags left out. Worked out once per class."""
-    if cls in _ROW_FIELDS:
-        return _ROW_FIELDS[cls]
-    kinds = export.scalar_columns(cls)
-    _ROW_FIELDS[cls] = tuple(
-        (field.name, field.name not in kinds and field.name != "extra")
-        for field in attrs.fields(cls)
-        if field.name not in _REQUEST_ONLY
-    )
-    return _ROW_FIELDS[cls]
-
-
-def _row(model: Model) -> dict[str, Any]:
-    """A model as a dlt row: plain values, nested lists of rows, empty `extra` as None;
-    `ValueError` when a value cannot be held by its column (`_held`)."""
-    row: dict[str, Any] = {}
-    for name, nested in _row_fields(type(model)):
-        value = getattr(model, name)
-        if nested:
-            value = [_row(item) for item in value]
-        elif name == "extra":
-            value = value or None
-        if value is not None and not nested:
-            _held(name, value, f"{type(model).__name__} {getattr(model, 'id', None)}")
-        row[name] = value
-    return row
-
-
-class _Refused(Exception):
-    """Values their columns cannot hold: {invoice id: why}."""
-
-    def __init__(self, reasons: dict[int, str]) -> None:
-        super().__init__(reasons)
-        self.reasons = reasons
+class _Refused(ValueError):
+    """Values their columns cannot hold: `args[0]`, {position or id of the item: why}."""
 
 
 def _array(name: str, kind: str, values: list[Any]) -> pa.Array | None:
     """One typed column (None: an `extra` empty throughout, left to dlt to fill); an
     Arrow error (or `ValueError`) when a value does not fit its column."""
+    if kind == "json":
+        if not any(values):
+            return None
+        values = [json.dumps(v, default=str, ensure_ascii=False) if v else None for v in values]
     if kind == "decimal":  # exact: Arrow refuses extra places and too many digits
         try:
             text = pa.array(values, pa.string())  # the service's text
         except pa.ArrowTypeError:  # integers, or a model's decimals
             text = pa.array([None if v is None else str(v) for v in values], pa.string())
         return pc.cast(text, pa.decimal128(*export.decimal_type(name)))
-    if kind == "json":
-        if not any(values):
-            return None
-        values = [json.dumps(v, default=str, ensure_ascii=False) if v else None for v in values]
-        kind = "str"
-    array = pa.array(values, _ARROW[kind])
+    array = pa.array(values, _TYPES[kind][1])
     if kind == "datetime" and array.null_count < len(array):
         low, high = _IN_RANGE
         if pc.any(pc.or_(pc.less(array, low), pc.greater(array, high))).as_py():
@@ -255,28 +197,24 @@ def _array(name: str, kind: str, values: list[Any]) -> pa.Array | None:
     return array
 
 
-def _arrays(cls: type[Model], items: list[Any], owners: list[int]) -> dict[str, pa.Array]:
-    """The typed columns of `items` (models or strict structs of `cls`); `_Refused` names
-    the invoices (`owners`, one per item) holding a value a column cannot hold."""
+def _arrays(cls: type[Model], items: list[Any]) -> dict[str, pa.Array]:
+    """The typed columns of `items` (models, or the closed strict structs, of `cls`), one
+    pass over the items per column; `_Refused` names by position the items holding a
+    value a column cannot hold."""
     arrays: dict[str, pa.Array] = {}
     refused: dict[int, str] = {}
     for name, kind in _kinds(cls).items():
         if name == "extra":  # a strict struct has none
-            values = [getattr(item, name, None) for item in items]
+            values = [getattr(item, name) if type(item) is cls else None for item in items]
         else:
             values = list(map(operator.attrgetter(name), items))
         try:
             if (array := _array(name, kind, values)) is not None:
                 arrays[name] = array
         except (pa.ArrowException, ValueError, UnicodeError):
-            blamed: dict[int, str] = {}
-            for owner, item, value in zip(owners, items, values, strict=True):
-                try:
-                    if value is not None:
-                        value = Decimal(value) if kind == "decimal" else value
-                        _held(name, value, f"{cls.__name__} {getattr(item, 'id', None)}")
-                except ValueError as exc:
-                    blamed[owner] = str(exc)
+            pairs = zip(items, values, strict=True)
+            reasons = [_unheld(cls, name, kind, item, value) for item, value in pairs]
+            blamed = {position: why for position, why in enumerate(reasons) if why}
             if not blamed:  # no value to blame: never a column left out
                 raise
             refused = {**blamed, **refused}
@@ -285,53 +223,10 @@ def _arrays(cls: type[Model], items: list[Any], owners: list[int]) -> dict[str, 
     return arrays
 
 
-@functools.cache
-def _decoder() -> msgspec.json.Decoder[Any]:
-    """Reads a stored document into the invoice's closed strict struct: typed in C, no
-    model. One with fields the models do not know fails it and is read into a model
-    (they land in `extra`)."""
-    document = msgspec.defstruct(
-        "Document", [("invoice", strict_json.struct_for(Invoice, closed=True))]
-    )
-    return msgspec.json.Decoder(document)
-
-
-def _read(document: InvoiceDocument) -> Any:
-    try:
-        return _decoder().decode(document.document).invoice
-    except (msgspec.DecodeError, ValueError):
-        return document.model()
-
-
-def _tables(
-    documents: list[InvoiceDocument], *, scd2: bool, stored: Container[int] = ()
-) -> tuple[dict[str, pa.Table], dict[int, str]]:
-    """The `invoices` table and its child tables of fetched invoices, and {id: why} of the
-    invoices left out, holding a value a column cannot hold. An invoice's `_dlt_id` is its
-    id; with scd2 a hash of its document, the key of a version. The child rows of those
-    `stored` are replaced (marker rows)."""
-
-    def key(document: InvoiceDocument) -> str:
-        return (
-            hashlib.blake2b(document.document, digest_size=16).hexdigest()
-            if scd2
-            else str(document.id)
-        )
-
-    invoices = [(d.id or 0, key(d), _read(d)) for d in documents]
-    refused: dict[int, str] = {}
-    while True:  # each round leaves out at least one invoice
-        try:
-            return _build(invoices, [] if scd2 else stored), refused
-        except _Refused as exc:
-            refused.update(exc.reasons)
-            invoices = [i for i in invoices if i[0] not in exc.reasons]
-
-
 def _table(arrays: dict[str, pa.Array]) -> pa.Table:
     """A table whose `_dlt_id` is NOT NULL, as its column in dlt's schema."""
-    fields = [pa.field(n, a.type, nullable=n != "_dlt_id") for n, a in arrays.items()]
-    return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(fields))
+    columns = [pa.field(n, a.type, nullable=n != "_dlt_id") for n, a in arrays.items()]
+    return pa.Table.from_arrays(list(arrays.values()), schema=pa.schema(columns))
 
 
 def _markers(ids: list[int], keys: list[str], *, root: bool) -> pa.Table:
@@ -342,23 +237,34 @@ def _markers(ids: list[int], keys: list[str], *, root: bool) -> pa.Table:
     return _table({"_dlt_id": marked, "_dlt_root_id": pa.array(keys, pa.string())})
 
 
-def _build(invoices: list[tuple[int, str, Any]], replaced: Container[int]) -> dict[str, pa.Table]:
-    ids = [i for i, _, _ in invoices]
-    marked = [(i, k) for i, k, _ in invoices if i in replaced]
-    keys = [k for _, k, _ in invoices]
-    models = [m for _, _, m in invoices]
-    root = _arrays(Invoice, models, ids)
-    root["_dlt_id"] = pa.array(keys, pa.string())
-    tables = {"invoices": _table(root)}
-    for name, cls in _CHILDREN.items():
-        rows = [
-            (ident, key, position, item)
-            for ident, key, invoice in invoices
-            for position, item in enumerate(getattr(invoice, name) or ())
-        ]
-        arrays = _arrays(cls, [r[3] for r in rows], [r[0] for r in rows])
-        parents = pa.array([r[1] for r in rows], pa.string())
-        positions = pa.array([r[2] for r in rows], pa.int64())
+def _build(
+    cls: type[Model], name: str, rows: list[tuple[int, str, Any]], replaced: Container[int] = ()
+) -> dict[str, pa.Table]:
+    """The table `name` of `rows` ((id, `_dlt_id`, values) each) and a child table per
+    list of models, `name__details`…; the child rows of the ids `replaced` are replaced
+    (marker rows). `_Refused` names by id every row holding a value a column of any of
+    the tables cannot hold."""
+    ids = [i for i, _, _ in rows]
+    keys = pa.array([k for _, k, _ in rows], pa.string())
+    values = [v for _, _, v in rows]
+    refused: dict[int, str] = {}
+    tables: dict[str, pa.Table] = {}
+    try:
+        tables[name] = _table({**_arrays(cls, values), "_dlt_id": keys})
+    except _Refused as exc:
+        refused = {ids[n]: why for n, why in exc.args[0].items()}
+    marked = [(i, k) for i, k, _ in rows if i in replaced]
+    for child, item_cls in _children(cls).items():
+        lists = [getattr(v, child) or () for v in values]
+        owners = [n for n, items in enumerate(lists) for _ in items]
+        try:
+            arrays = _arrays(item_cls, list(itertools.chain.from_iterable(lists)))
+        except _Refused as exc:
+            for n, why in exc.args[0].items():
+                refused.setdefault(ids[owners[n]], why)
+            continue
+        parents = keys.take(pa.array(owners, pa.int64()))
+        positions = pa.array([n for items in lists for n in range(len(items))], pa.int64())
         arrays["_dlt_id"] = pc.binary_join_element_wise(
             parents, pc.cast(positions, pa.string()), "."
         )
@@ -367,8 +273,32 @@ def _build(invoices: list[tuple[int, str, Any]], replaced: Container[int]) -> di
         if marked:  # the stored rows of an invoice are replaced, even by none
             markers = _markers([i for i, _ in marked], [k for _, k in marked], root=False)
             table = pa.concat_tables([table, markers], promote_options="default")
-        tables[f"invoices__{name}"] = table
+        tables[f"{name}__{child}"] = table
+    if refused:
+        raise _Refused(refused)
     return tables
+
+
+def _tables(
+    documents: list[InvoiceDocument], *, scd2: bool, stored: Container[int] = ()
+) -> tuple[dict[str, pa.Table], dict[int, str]]:
+    """The `invoices` table and its child tables of fetched invoices, and {id: why} of the
+    invoices left out, holding a value a column cannot hold. An invoice's `_dlt_id` is its
+    id; with scd2 a hash of its document, the key of a version. The child rows of those
+    `stored` are replaced (marker rows)."""
+    invoices = [
+        (d.id or 0, hashlib.blake2b(d.document, digest_size=16).hexdigest(), d.values())
+        if scd2
+        else (d.id or 0, str(d.id), d.values())
+        for d in documents
+    ]
+    refused: dict[int, str] = {}
+    while True:  # each round leaves out at least one invoice
+        try:
+            return _build(Invoice, "invoices", invoices, [] if scd2 else stored), refused
+        except _Refused as exc:
+            refused.update(exc.args[0])
+            invoices = [i for i in invoices if i[0] not in refused]
 
 
 @attrs.frozen
@@ -402,9 +332,6 @@ class _Account:
                 await budget.close()
 
 
-_NESTED = ("invoices__details", "invoices__payments", "invoices__history")
-
-
 def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | None:
     """`{id: revision}` of the invoices in the destination (current rows with scd2).
 
@@ -415,18 +342,11 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | 
     revisions = SyncRevisions()
     if getattr(pipeline, "destination", None) is None:  # extract only: nothing stored
         return revisions
-    naming = pipeline.default_schema.naming if pipeline.default_schema_name else None
-
-    def named(name: str) -> str:
-        return naming.normalize_identifier(name) if naming else name
-
-    with pipeline.sql_client() as sql:
+    with pipeline.sql_client() as sql:  # names every naming convention keeps as they are
         if not sql.has_dataset():
             return revisions
-        ident, revision, valid_to = (
-            sql.escape_column_name(named(c)) for c in ("id", "revision", "_dlt_valid_to")
-        )
-        table = sql.make_qualified_table_name(named("invoices"))
+        ident, revision, valid_to = map(sql.escape_column_name, ["id", "revision", "_dlt_valid_to"])
+        table = sql.make_qualified_table_name("invoices")
         current = f" WHERE {valid_to} IS NULL" if scd2 else ""
         query = f"SELECT {ident}, {revision} FROM {table}{current} ORDER BY {ident}"
         try:
@@ -435,7 +355,7 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | 
                     for found, at in rows:
                         revisions.add(int(found), int(at or 0))
         except DestinationUndefinedEntity:
-            sql.drop_tables(*_NESTED)
+            sql.drop_tables(*(f"invoices__{name}" for name in _children(Invoice)))
             return None
     return revisions
 
@@ -464,7 +384,7 @@ async def _invoices(
         if plan.to_delete:
             deleted = list(plan.to_delete)
             yield _markers(deleted, [], root=True)
-            for name in [] if scd2 else _CHILDREN:
+            for name in [] if scd2 else _children(Invoice):
                 marked = _markers(deleted, [str(i) for i in deleted], root=False)
                 yield dlt.mark.with_table_name(marked, f"invoices__{name}")
         report = SyncReport()
@@ -529,22 +449,39 @@ async def _quarantine(account: _Account) -> AsyncIterator[list[dict[str, Any]]]:
     ]
 
 
-async def _recurring_templates(account: _Account) -> AsyncIterator[list[dict[str, Any]]]:
+async def _recurring_templates(account: _Account) -> AsyncIterator[pa.Table]:
     async with account.client() as client:
-        yield [_row(template) for template in await client.recurring_templates.list()]
+        templates = await client.recurring_templates.list()
+    rows = [(t.id or 0, str(t.id), t) for t in templates]
+    for name, table in _build(RecurringTemplate, "recurring_templates", rows).items():
+        yield dlt.mark.with_table_name(table, name)  # an empty one empties its table
 
 
-async def _current_session(account: _Account) -> AsyncIterator[dict[str, Any]]:
+async def _current_session(account: _Account) -> AsyncIterator[pa.Table]:
     async with account.client() as client:
-        yield _row(await client.current_session())
+        session = await client.current_session()
+    yield _build(CurrentSession, "current_session", [(0, str(session.id), session)])[
+        "current_session"
+    ]
 
 
-def _nested(**models: type[Model]) -> dict[TTableNames, TResourceNestedHints]:
-    """Typed columns for the nested tables (a model's lists: `details`, `payments`…)."""
-    return {name: {"columns": _columns(cls)} for name, cls in models.items()}
+def _typed(resource: DltResource, cls: type[Model], root: Any, child: Any) -> DltResource:
+    """`resource` with typed columns and write dispositions (`root`, `child`) for its
+    table and a child table per list of models of `cls`, all Arrow, Parquet load files."""
+    for name, item_cls in _children(cls).items():  # before the root's, which variants copy
+        resource.apply_hints(
+            table_name=f"{resource.name}__{name}",
+            write_disposition=child,
+            columns={**_columns(item_cls), **_CHILD_KEYS},
+            create_table_variant=True,
+        )
+    resource.apply_hints(
+        write_disposition=root, columns={**_columns(cls), "_dlt_id": _CHILD_KEYS["_dlt_id"]}
+    )
+    return resource
 
 
-@dlt.source(name="invoicing", root_key=True)
+@dlt.source(name="invoicing")
 def invoicing_source(
     base_url: str = dlt.config.value,
     username: str | None = dlt.secrets.value,
@@ -599,41 +536,21 @@ def invoicing_source(
             max_delete_share=max_delete_share,
             force_deletions=force_deletions,
             quarantine_for=quarantine_for,
+            keep_values=True,
         ),
     )
-    for name, cls in _CHILDREN.items():  # before the root's hints, which variants copy
-        invoices.apply_hints(
-            table_name=f"invoices__{name}",
-            write_disposition=_MERGE_SCD2_CHILD if scd2 else _MERGE_CHILD,  # type: ignore[arg-type]
-            columns={**_columns(cls), **_CHILD_KEYS},
-            create_table_variant=True,
-        )
-    invoices.apply_hints(
-        write_disposition=_MERGE_SCD2 if scd2 else _MERGE_ROOT,  # type: ignore[arg-type]
-        # scd2 keys a version by its `_dlt_id`, the other strategy an invoice by its id
-        primary_key=() if scd2 else "id",
-        columns={**_columns(Invoice), "_dlt_id": _CHILD_KEYS["_dlt_id"]},
+    # scd2 keys a version by its `_dlt_id`, the other strategy an invoice by its id
+    child = _merge("_dlt_id" if scd2 else "_dlt_root_id")
+    yield _typed(invoices, Invoice, _merge("id", scd2=scd2), child).apply_hints(
+        primary_key=() if scd2 else "id"
     )
-    yield invoices
     yield dlt.resource(
         _quarantine,
         name="quarantine",
         write_disposition="replace",
         columns=_QUARANTINE_COLUMNS,
     )(account)
-    yield dlt.resource(
-        _recurring_templates,
-        name="recurring_templates",
-        file_format=_FILE_FORMAT,
-        write_disposition="replace",
-        primary_key="id",
-        columns=_columns(RecurringTemplate),
-        nested_hints=_nested(details=RecurringTemplateDetail),
-    )(account)
-    yield dlt.resource(
-        _current_session,
-        name="current_session",
-        file_format=_FILE_FORMAT,
-        write_disposition="replace",
-        columns=_columns(CurrentSession),
-    )(account)
+    templates = dlt.resource(_recurring_templates, name="recurring_templates")(account)
+    yield _typed(templates, RecurringTemplate, "replace", "replace").apply_hints(primary_key="id")
+    session = dlt.resource(_current_session, name="current_session")(account)
+    yield _typed(session, CurrentSession, "replace", "replace")

@@ -20,7 +20,15 @@ from invoicing_async import BasicAuth, RateBudget
 from invoicing_async._models import export
 from invoicing_async._models.stored import load_invoice_documents
 from invoicing_async.contrib.dlt import _Account, _tables, invoicing_source
-from invoicing_async.models import Invoice, InvoiceDetail, InvoiceHistoryRecord, InvoicePayment
+from invoicing_async.models import (
+    CurrentSession,
+    Invoice,
+    InvoiceDetail,
+    InvoiceHistoryRecord,
+    InvoicePayment,
+    RecurringTemplate,
+    RecurringTemplateDetail,
+)
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
 from tests.conftest import running_in_thread
 
@@ -473,7 +481,7 @@ def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
         b' {"invoice": {"id": 2, "revision": 5, "mystery": {"a": 1}}},'
         b' {"invoice": {"id": 3, "revision": 5, "details": [{"id": 9, "price": "1.5"}]}}]'
     )
-    documents, unreadable = load_invoice_documents(body, "json", limit=100)
+    documents, unreadable = load_invoice_documents(body, "json", limit=100, keep_values=True)
     assert not unreadable
     tables, refused = _tables(documents, scd2=False, stored={1, 3})
     assert list(refused) == [1]
@@ -576,3 +584,56 @@ def test_an_invoice_left_without_lines_loses_its_stored_lines(
     assert stored == [(0,)]
     [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
     assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
+
+def test_templates_and_session_load_as_documented_and_are_replaced(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    """`recurring_templates` with its lines, keyed like the invoices' child tables, and
+    `current_session`: typed as the models, replaced on each load (a template deleted,
+    its lines gone; lines removed, their rows gone)."""
+    account = service.account
+    for price in ("12.50", "7.25"):
+        line = RecurringTemplateDetail(description="Hosting", price=Decimal(price), tax_rate_id=1)
+        template = RecurringTemplate(
+            contact_id=1, frequency=1, frequency_type=3, currency="EUR", details=[line, line]
+        )
+        account.create_template(template)
+    load(pipeline, service)
+    first, second = sorted(account.templates)
+    lines = query(
+        pipeline,
+        "SELECT t.id, d.price, d._dlt_list_idx FROM recurring_templates AS t "
+        "JOIN recurring_templates__details AS d ON d._dlt_root_id = t._dlt_id "
+        "ORDER BY t.id, d._dlt_list_idx",
+    )
+    assert lines == [
+        (first, Decimal("12.50"), 0),
+        (first, Decimal("12.50"), 1),
+        (second, Decimal("7.25"), 0),
+        (second, Decimal("7.25"), 1),
+    ]
+    keys = {"_dlt_id"}
+    assert (
+        columns_of(pipeline, "recurring_templates")
+        == set(export.scalar_columns(RecurringTemplate)) | {"extra"} | keys
+    )
+    assert (
+        columns_of(pipeline, "recurring_templates__details")
+        == (set(export.scalar_columns(RecurringTemplateDetail)) - {"destroy"})
+        | {"extra"}
+        | CHILD_KEYS
+    )
+    assert (
+        columns_of(pipeline, "current_session")
+        == set(export.scalar_columns(CurrentSession)) | {"extra"} | keys
+    )
+    [(email,)] = query(pipeline, "SELECT email FROM current_session")
+    assert email == account.session().email
+
+    account.delete_template(first)
+    account.templates[second].details = []
+    load(pipeline, service)
+    assert query(pipeline, "SELECT id FROM recurring_templates") == [(second,)]
+    assert query(pipeline, "SELECT COUNT(*) FROM recurring_templates__details") == [(0,)]
+    assert query(pipeline, "SELECT COUNT(*) FROM current_session") == [(1,)]

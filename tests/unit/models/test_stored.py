@@ -10,12 +10,13 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import msgspec
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from invoicing_async._models import stored
+from invoicing_async._models import export, stored
 from invoicing_async._models.documents import MemberError, dump_model, load_model
 from invoicing_async._models.fields import field_specs, read_keys
 from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
@@ -62,14 +63,33 @@ def old_path(body: bytes) -> Any:
 
 def new_path(body: bytes) -> Any:
     try:
-        docs, failed = load_invoice_documents(body, "json", limit=100)
+        docs, failed = load_invoice_documents(body, "json", limit=100, keep_values=True)
     except DecodeError as exc:
         return ("error", str(exc))
     for doc in docs:  # the columns are the model's, whichever path read the member
+        values = doc.values()  # before the model is built: read from the document
         model = doc.model()
         columns = (model.id, model.revision, model.invoice_id, model.state, model.contact_id)
         assert (doc.id, doc.revision, doc.invoice_number, doc.state, doc.contact_id) == columns
+        assert_values_read_as_the_model(values, model)
     return [d.model() for d in docs], [d.document for d in docs], failed
+
+
+def assert_values_read_as_the_model(values: Any, model: Any) -> None:
+    """`InvoiceDocument.values()` (the checked struct, or the model) holds the model's
+    values by the same names, its lists' too (None for none): decimals as their text or
+    integers, no `extra` in a struct (it fits only when the models know every field)."""
+    kinds = export.scalar_columns(type(model))
+    for name in attrs.fields_dict(type(model)):
+        got: Any = getattr(values, name, {})
+        want = getattr(model, name)
+        if kinds.get(name) == "decimal" and got is not None:
+            got = Decimal(got)
+        if isinstance(want, list):
+            for item, item_model in zip(got or [], want, strict=True):
+                assert_values_read_as_the_model(item, item_model)
+        else:
+            assert got == want, name
 
 
 def same_as_converter(body: bytes) -> None:
@@ -248,6 +268,24 @@ def test_what_the_service_sends_is_stored_without_building_a_model(
     ]
     assert [doc.model() for doc in docs] == invoices  # built now, when asked
     assert len(built) == 60
+
+
+def test_documents_keep_their_checked_values_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A consumer that reads every value (the dlt source) asks to keep the struct each
+    member was checked with and reads it without a model; a store's documents hold none
+    (it would be held for nothing), and their values are the model's."""
+    service = FakeInvoicingService(invoices=5, seed=3)
+    body = dump_list(list(service.account.invoices.values()), "json", Invoice)
+    built = invoices_made(monkeypatch)
+    kept, _ = load_invoice_documents(body, "json", limit=100, keep_values=True)
+    assert [doc.values().id for doc in kept] == [doc.id for doc in kept]
+    assert built == []
+    plain, _ = load_invoice_documents(body, "json", limit=100)
+    assert all(doc._checked is None for doc in plain)  # noqa: SLF001
+    assert [doc.values() for doc in plain] == [doc.model() for doc in kept]
+    assert len(built) == 10
 
 
 def test_fields_beyond_the_specification_keep_the_checked_path(
