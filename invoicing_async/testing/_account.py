@@ -26,7 +26,7 @@ from invoicing_async.models import (
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
 from invoicing_async.testing._faults import FaultPlan
-from invoicing_async.testing._lines import apply_line_changes, new_line
+from invoicing_async.testing._lines import new_line, with_changes
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from invoicing_async.testing._rules import (
     DEFAULT_TAX_RATES,
@@ -100,10 +100,11 @@ class Account(TemplateOperations):
         self.pushes: list[PushEvent] = []
         self.on_state_change: Callable[[Account, PushEvent], None] | None = None
         self.record_bodies = True
-        self._ids = itertools.count(1)
-        self._detail_ids = itertools.count(1)
-        self._record_ids = itertools.count(1)
-        self._template_ids = itertools.count(1)
+        # The next ids of invoices, lines, records (history and payments) and templates.
+        self.invoice_ids = itertools.count(1)
+        self.detail_ids = itertools.count(1)
+        self.record_ids = itertools.count(1)
+        self.template_ids = itertools.count(1)
         self._sequences: Counter[int] = Counter()
         self._due: list[tuple[dt.date, int]] = []  # (due date, invoice id) of open invoices
         self.requests_total = 0
@@ -130,7 +131,7 @@ class Account(TemplateOperations):
         at = at or self.clock.now().replace(microsecond=0)
         invoice.history.append(
             InvoiceHistoryRecord(
-                id=next(self._record_ids),
+                id=next(self.record_ids),
                 invoice_id=invoice.id,
                 user_id=self.user_id,
                 action=action,
@@ -147,16 +148,6 @@ class Account(TemplateOperations):
         self.pushes.append(event)
         if self.on_state_change is not None:
             self.on_state_change(self, event)
-
-    def next_invoice_id(self) -> int:
-        return next(self._ids)
-
-    def next_detail_id(self) -> int:
-        return next(self._detail_ids)
-
-    def next_record_id(self) -> int:
-        """The id of a history record or a payment."""
-        return next(self._record_ids)
 
     def next_invoice_number(self, year: int) -> str:
         """`2014-0096`: the next number of the year's sequence, as sending assigns it."""
@@ -196,7 +187,7 @@ class Account(TemplateOperations):
         if errors:
             raise Unprocessable(errors)
         now = self.clock.now().replace(microsecond=0)
-        ident = next(self._ids)
+        ident = next(self.invoice_ids)
         invoice = attrs.evolve(
             data,
             id=ident,
@@ -233,16 +224,15 @@ class Account(TemplateOperations):
 
     def _new_detail(self, invoice_id: int, line: InvoiceDetail) -> InvoiceDetail:
         now = self.clock.now().replace(microsecond=0)
-        return new_line(line, next(self._detail_ids), now, invoice_id=invoice_id)
+        return new_line(line, next(self.detail_ids), now, invoice_id=invoice_id)
 
     def update_invoice(self, ident: int, changes: Mapping[str, Any]) -> Invoice:
-        invoice = self.get_invoice(ident)
-        candidate = attrs.evolve(invoice, details=list(invoice.details))
-        for name, value in changes.items():
-            if name == "details":
-                self._apply_detail_changes(candidate, value or [])
-            else:
-                setattr(candidate, name, value)
+        candidate = with_changes(
+            self.get_invoice(ident),
+            changes,
+            new_line=lambda fields: self._new_detail(ident, InvoiceDetail(**fields)),
+            now=self.clock.now().replace(microsecond=0),
+        )
         errors = invoice_errors(candidate, self.contacts, self.tax_rates)
         if errors:
             raise Unprocessable(errors)
@@ -250,14 +240,6 @@ class Account(TemplateOperations):
         self._recompute(candidate)
         self.invoices[ident] = candidate
         return candidate
-
-    def _apply_detail_changes(self, invoice: Invoice, lines: list[dict[str, Any]]) -> None:
-        invoice.details = apply_line_changes(
-            invoice.details,
-            lines,
-            new_line=lambda fields: self._new_detail(invoice.id or 0, InvoiceDetail(**fields)),
-            now=self.clock.now().replace(microsecond=0),
-        )
 
     def contact_email(self, invoice: Invoice) -> str:
         """The address of the invoice's contact (the fake's contacts have made-up ones)."""
@@ -317,7 +299,7 @@ class Account(TemplateOperations):
         now = self.clock.now().replace(microsecond=0)
         stored = attrs.evolve(
             payment,
-            id=next(self._record_ids),
+            id=next(self.record_ids),
             invoice_id=ident,
             payment_date=payment.payment_date or self.clock.today(),
             send_email=None,

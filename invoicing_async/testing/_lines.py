@@ -12,11 +12,13 @@ import attrs
 
 from invoicing_async._models.base import DetailLine
 from invoicing_async.errors import FieldError
+from invoicing_async.models import Invoice, RecurringTemplate
 from invoicing_async.testing._rules import Unprocessable, without
 
-__all__ = ["apply_line_changes", "new_line"]
+__all__ = ["new_line", "with_changes"]
 
 L = TypeVar("L", bound=DetailLine)
+E = TypeVar("E", Invoice, RecurringTemplate)
 
 
 def new_line(line: L, ident: int, now: dt.datetime, **more: Any) -> L:
@@ -28,7 +30,24 @@ def new_line(line: L, ident: int, now: dt.datetime, **more: Any) -> L:
     )
 
 
-def apply_line_changes(
+def with_changes(
+    entity: E,
+    changes: Mapping[str, Any],
+    *,
+    new_line: Callable[[dict[str, Any]], Any],
+    now: dt.datetime,
+) -> E:
+    """A copy of `entity` (an invoice or a template) with `changes` set; its lines change as
+    `_line_changes` says (`new_line` builds an added one)."""
+    candidate = attrs.evolve(entity, details=list(entity.details))
+    for name, value in changes.items():
+        if name == "details":
+            value = _line_changes(candidate.details, value or [], new_line=new_line, now=now)
+        setattr(candidate, name, value)
+    return candidate
+
+
+def _line_changes(
     lines: list[L],
     changes: Iterable[Mapping[str, Any]],
     *,

@@ -18,7 +18,7 @@ from invoicing_async.models import (
 )
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import InvoiceDocuments
-from invoicing_async.testing._lines import apply_line_changes, new_line
+from invoicing_async.testing._lines import new_line, with_changes
 from invoicing_async.testing._rules import (
     Missing,
     Unprocessable,
@@ -38,8 +38,8 @@ class TemplateOperations:
     tax_rates: dict[int, Decimal]
     templates: dict[int, RecurringTemplate]
     documents: InvoiceDocuments
-    _template_ids: itertools.count[int]
-    _detail_ids: itertools.count[int]
+    template_ids: itertools.count[int]
+    detail_ids: itertools.count[int]
     create_invoice: Callable[[Invoice], Invoice]  # the account's own, used by run_templates
 
     def create_template(self, data: RecurringTemplate) -> RecurringTemplate:
@@ -52,7 +52,7 @@ class TemplateOperations:
         start = data.start_date or self.clock.today() + dt.timedelta(days=1)
         template = attrs.evolve(
             data,
-            id=next(self._template_ids),
+            id=next(self.template_ids),
             active=True,
             currency=data.currency or "EUR",
             discount=data.discount if data.discount is not None else Decimal("0.0"),
@@ -65,7 +65,7 @@ class TemplateOperations:
             created_at=now,
             updated_at=now,
             details=[
-                new_line(d, next(self._detail_ids), now) for d in data.details if not d.destroy
+                new_line(d, next(self.detail_ids), now) for d in data.details if not d.destroy
             ],
             extra={},
         )
@@ -80,20 +80,12 @@ class TemplateOperations:
         return template
 
     def update_template(self, ident: int, changes: Mapping[str, Any]) -> RecurringTemplate:
-        template = self.get_template(ident)
-        candidate = attrs.evolve(template, details=list(template.details))
-        for name, value in changes.items():
-            if name == "details":
-                candidate.details = apply_line_changes(
-                    candidate.details,
-                    value or [],
-                    new_line=lambda fields: RecurringTemplateDetail(
-                        id=next(self._detail_ids), **fields
-                    ),
-                    now=self.clock.now().replace(microsecond=0),
-                )
-            else:
-                setattr(candidate, name, value)
+        candidate = with_changes(
+            self.get_template(ident),
+            changes,
+            new_line=lambda fields: RecurringTemplateDetail(id=next(self.detail_ids), **fields),
+            now=self.clock.now().replace(microsecond=0),
+        )
         errors = template_errors(candidate, self.contacts, self.tax_rates, self.clock.today())
         if "start_date" not in changes:
             errors = [e for e in errors if e.attribute != "start_date"]
