@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from invoicing_async._resources.validation import check_invoice, check_template
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     Invoice,
@@ -102,22 +103,18 @@ def compute_invoice_totals(
         invoice.total_unpaid = invoice.total_price_incl_tax - invoice.total_paid
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
-def detail_errors(
-    details: Iterable[InvoiceDetail | RecurringTemplateDetail], tax_rates: Mapping[int, Decimal]
+def _known(
+    errors: list[FieldError],
+    entity: Invoice | RecurringTemplate,
+    contacts: set[int],
+    tax_rates: Mapping[int, Decimal],
 ) -> list[FieldError]:
-    """At least one line, each with a description and a known tax rate."""
-    live = [line for line in details if not line.destroy]
-    errors = [] if live else [FieldError("details", "should contain at least one line")]
-    for line in live:
-        if _blank(line.description):
-            errors.append(FieldError("details.description", "can't be blank"))
-        if line.tax_rate_id is None:
-            errors.append(FieldError("details.tax_rate_id", "can't be blank"))
-        elif line.tax_rate_id not in tax_rates:
+    """`errors` (the client's own checks, which the service made too) and what only the
+    service knows: whether the contact and each line's tax rate exist."""
+    if entity.contact_id is not None and entity.contact_id not in contacts:
+        errors.append(FieldError("contact_id", "does not exist"))
+    for line in entity.details:
+        if line.tax_rate_id is not None and line.tax_rate_id not in tax_rates and not line.destroy:
             errors.append(FieldError("details.tax_rate_id", "does not exist"))
     return errors
 
@@ -125,14 +122,7 @@ def detail_errors(
 def invoice_errors(
     invoice: Invoice, contacts: set[int], tax_rates: Mapping[int, Decimal]
 ) -> list[FieldError]:
-    errors: list[FieldError] = []
-    names = (invoice.company_name, invoice.firstname, invoice.lastname)
-    if invoice.contact_id is None and all(_blank(n) for n in names):
-        errors.append(FieldError("contact_id", "either contact_id or a name must be given"))
-    elif invoice.contact_id is not None and invoice.contact_id not in contacts:
-        errors.append(FieldError("contact_id", "does not exist"))
-    errors.extend(detail_errors(invoice.details, tax_rates))
-    return errors
+    return _known(check_invoice(invoice), invoice, contacts, tax_rates)
 
 
 def template_errors(
@@ -141,23 +131,10 @@ def template_errors(
     tax_rates: Mapping[int, Decimal],
     today: dt.date,
 ) -> list[FieldError]:
-    errors: list[FieldError] = []
-    if template.contact_id is None:
-        errors.append(FieldError("contact_id", "can't be blank"))
-    elif template.contact_id not in contacts:
-        errors.append(FieldError("contact_id", "does not exist"))
-    if template.frequency is None:
+    errors = check_template(template, today=today)
+    if template.frequency is None:  # the client lets create leave it out: the fake sets 1
         errors.append(FieldError("frequency", "can't be blank"))
-    elif template.frequency < 1:
-        errors.append(FieldError("frequency", "must be greater than 0"))
-    if template.frequency_type is None:
-        errors.append(FieldError("frequency_type", "can't be blank"))
-    elif template.frequency_type not in (1, 2, 3, 4, 5):
-        errors.append(FieldError("frequency_type", "is not included in the list"))
-    errors.extend(detail_errors(template.details, tax_rates))
-    if template.start_date is not None and template.start_date <= today:
-        errors.append(FieldError("start_date", "must lie in the future"))
-    return errors
+    return _known(errors, template, contacts, tax_rates)
 
 
 def add_period(day: dt.date, frequency_type: int, frequency: int) -> dt.date:
