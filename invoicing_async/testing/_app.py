@@ -8,7 +8,7 @@ import binascii
 import email.utils
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol
 
 import attrs
@@ -21,7 +21,6 @@ from invoicing_async.testing._account import Account, RecordedRequest
 from invoicing_async.testing._documents import sync_chunks
 from invoicing_async.testing._oauth import OAuth1Verifier
 from invoicing_async.testing._requests import parse_body, parse_changes, parse_model, parse_sync_ids
-from invoicing_async.testing._responses import Body, Streamed, content_type, streamed, truncated
 from invoicing_async.testing._rules import Missing, Unprocessable
 from invoicing_async.testing._writers import dump_field_errors, dump_list
 
@@ -40,6 +39,54 @@ _OTHER_AREAS = (
 # Lists longer than these are streamed: sent piece by piece as they are encoded.
 STREAM_INVOICES = 200
 STREAM_SYNC_ENTRIES = 10_000
+
+
+# -- how a body is sent: whole, streamed in pieces, or cut short (a fault)
+
+
+@attrs.frozen
+class Streamed:
+    """A body sent chunked, each piece encoded only when the previous one has gone."""
+
+    pieces: Iterator[bytes]
+
+
+Body = bytes | Streamed
+
+
+def content_type(fmt: Format) -> str:
+    return "application/json; charset=utf-8" if fmt == "json" else "application/xml; charset=utf-8"
+
+
+async def truncated(
+    request: web.Request, status: int, payload: bytes, fmt: Format, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Promise the whole of `payload` (Content-Length), send half, close the connection."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_type = content_type(fmt).split(";")[0]
+    response.content_length = len(payload)
+    await response.prepare(request)
+    await response.write(payload[: len(payload) // 2])
+    assert request.transport is not None
+    request.transport.close()
+    return response
+
+
+async def streamed(
+    request: web.Request, status: int, body: Streamed, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Send `body` chunked, encoding each piece after the previous one is written."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    try:
+        for piece in body.pieces:
+            await response.write(piece)
+            await asyncio.sleep(0)  # let the loop's other work in between pieces
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away mid-list: nothing more to send
+    return response
 
 
 Result = tuple[int, Body, dict[str, str]]

@@ -1,13 +1,16 @@
-"""The service's business rules as the fake applies them: totals, validation, states."""
+"""The service's business rules as the fake applies them: totals, validation, line changes."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, TypeVar
 
+import attrs
+
+from invoicing_async._models.base import DetailLine
 from invoicing_async._resources.validation import check_invoice, check_template
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
@@ -22,8 +25,10 @@ __all__ = [
     "compute_detail_totals",
     "compute_invoice_totals",
     "invoice_errors",
+    "new_line",
     "quantity",
     "template_errors",
+    "with_changes",
 ]
 
 CENT = Decimal("0.01")
@@ -152,3 +157,66 @@ def add_period(day: dt.date, frequency_type: int, frequency: int) -> dt.date:
         except ValueError:
             continue
     return dt.date(year, month, 28)
+
+
+# -- line changes of an update, as Rails' `details_attributes` applies them: the same for
+# invoice lines and template lines.
+
+L = TypeVar("L", bound=DetailLine)
+E = TypeVar("E", Invoice, RecurringTemplate)
+
+
+def new_line(line: L, ident: int, now: dt.datetime, **more: Any) -> L:
+    """`line` as the service stores a new one: its id and times, price 0 when none, no
+    request flag and nothing unknown."""
+    price = line.price if line.price is not None else Decimal("0.0")
+    return attrs.evolve(
+        line, id=ident, price=price, destroy=None, created_at=now, updated_at=now, extra={}, **more
+    )
+
+
+def with_changes(
+    entity: E,
+    changes: Mapping[str, Any],
+    *,
+    new_line: Callable[[dict[str, Any]], Any],
+    now: dt.datetime,
+) -> E:
+    """A copy of `entity` (an invoice or a template) with `changes` set; its lines change as
+    `_line_changes` says (`new_line` builds an added one)."""
+    candidate = attrs.evolve(entity, details=list(entity.details))
+    for name, value in changes.items():
+        if name == "details":
+            value = _line_changes(candidate.details, value or [], new_line=new_line, now=now)
+        setattr(candidate, name, value)
+    return candidate
+
+
+def _line_changes(
+    lines: list[L],
+    changes: Iterable[Mapping[str, Any]],
+    *,
+    new_line: Callable[[dict[str, Any]], L],
+    now: dt.datetime,
+) -> list[L]:
+    """The lines after `changes`: no id adds a line (`new_line` builds it), an id with
+    fields changes that line, an id with `destroy` deletes it. An unknown id is a 422."""
+    result = list(lines)
+    for change in changes:
+        line_id = change.get("id")
+        if line_id is None:
+            if not change.get("destroy"):
+                result.append(new_line(without(change, "id", "destroy")))
+            continue
+        if not any(line.id == line_id for line in result):
+            raise Unprocessable([FieldError("details.id", f"line {line_id} does not exist")])
+        if change.get("destroy"):
+            result = [line for line in result if line.id != line_id]
+            continue
+        result = [
+            attrs.evolve(line, **without(change, "id", "destroy"), updated_at=now)
+            if line.id == line_id
+            else line
+            for line in result
+        ]
+    return result
