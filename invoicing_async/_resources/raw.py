@@ -84,10 +84,14 @@ class RecordingTransport(BoundTransport):
         return response
 
 
-@functools.cache
 def operations_of(cls: type) -> frozenset[str]:
     """The public coroutine methods of `cls`: its operations, each one or more requests.
     (`iter` streams the answer of `list` and is not among them.)"""
+    return _operations(cls)
+
+
+@functools.cache
+def _operations(cls: type) -> frozenset[str]:
     return frozenset(
         name
         for name, member in inspect.getmembers(cls)

@@ -1,10 +1,12 @@
-"""One account of the fake service: its invoices, templates, counters and rules."""
+"""One account of the fake service: its invoices, templates, counters, rules and the faults
+it injects."""
 
 from __future__ import annotations
 
 import datetime as dt
 import heapq
 import itertools
+import random
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -26,7 +28,6 @@ from invoicing_async.models import (
 )
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
-from invoicing_async.testing._faults import FaultPlan
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from invoicing_async.testing._rules import (
     DEFAULT_TAX_RATES,
@@ -40,11 +41,50 @@ from invoicing_async.testing._rules import (
     with_changes,
 )
 
-__all__ = ["Account", "PushEvent", "RecordedRequest"]
+__all__ = ["Account", "FaultPlan", "PushEvent", "RecordedRequest"]
 
 SEND_METHODS = ("email", "hand", "post")
 # The email text of the account's invoice profile, used when a send leaves it out.
 PROFILE_INVOICE_TEXT = "Dear customer, please find our invoice attached."
+
+
+@attrs.define
+class FaultPlan:
+    """What goes wrong, and how often. Rates are probabilities per request (0 to 1).
+
+    - `latency`: seconds added to every response.
+    - `error_rate`: answer 500. `drop_rate`: close the connection without answering.
+    - `timeout_rate`: hold the response for `timeout_delay` seconds (past the client's timeout).
+    - `truncate_rate`: promise a body and send only half of it.
+    - `missing_ids`: ids the sync list shows but sync fetch never returns.
+    - `mutate_after_list`: after each sync list, this many listed invoices change
+      (new revision) before the client fetches them.
+    - `budget_cut_after`: after this many requests, every request gets the 403 of a
+      spent budget (the hourly window cut short).
+    - `only_paths`: when set, faults hit only paths containing one of these strings.
+    """
+
+    latency: float = 0.0
+    error_rate: float = 0.0
+    drop_rate: float = 0.0
+    timeout_rate: float = 0.0
+    timeout_delay: float = 120.0
+    truncate_rate: float = 0.0
+    missing_ids: set[int] = attrs.field(factory=set)
+    mutate_after_list: int = 0
+    budget_cut_after: int | None = None
+    only_paths: tuple[str, ...] = ()
+    seed: int = 0
+    rng: random.Random = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def applies_to(self, path: str) -> bool:
+        return not self.only_paths or any(p in path for p in self.only_paths)
+
+    def roll(self, rate: float) -> bool:
+        return rate > 0 and self.rng.random() < rate
 
 
 @attrs.frozen
