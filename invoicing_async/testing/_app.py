@@ -405,10 +405,6 @@ def _error_body(fmt: Format, message: str) -> bytes:
     return dump_field_errors([FieldError(None, message)], fmt)
 
 
-class BudgetRefused(Exception):
-    """The account's hourly budget is spent (or cut by a fault): answer 403, 0 left."""
-
-
 def build_app(service: Served) -> web.Application:
     """The aiohttp application serving every account of `service`."""
 
@@ -426,16 +422,18 @@ def build_app(service: Served) -> web.Application:
                 body=b"HTTP Basic: Access denied.\n",
                 headers={"WWW-Authenticate": ", ".join(challenges)},
             )
-        refused = False
-        try:
+        # The hourly budget spent (or cut by a fault): 403, and 0 left whatever the window says.
+        account.requests_total += 1
+        cut = account.faults.budget_cut_after
+        refused = (cut is not None and account.requests_total > cut) or not account.window.take()
+        if not refused:
             status, payload, headers = await _dispatch(account, request, fmt, body)
-        except BudgetRefused:
-            refused = True
+        else:
+            account.counters["403"] += 1
             status, payload, headers = 403, b"Rate limit exceeded", {}
         headers = {
             **headers,
             "X-RateLimit-Limit": str(account.window.limit),
-            # Refused for the budget: nothing is left, whatever the window says.
             "X-RateLimit-Remaining": "0" if refused else str(account.window.remaining),
         }
         account.requests.append(
@@ -478,12 +476,7 @@ def build_app(service: Served) -> web.Application:
 
 
 async def _dispatch(account: Account, request: web.Request, fmt: Format, body: bytes) -> Result:
-    """Budget, injected faults, routing and the operation itself."""
-    account.requests_total += 1
-    cut = account.faults.budget_cut_after
-    if (cut is not None and account.requests_total > cut) or not account.window.take():
-        account.counters["403"] += 1
-        raise BudgetRefused
+    """Injected faults, routing and the operation itself."""
     injected = await _inject_faults(account, request, fmt)
     if injected is not None:
         return injected
