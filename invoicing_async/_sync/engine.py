@@ -98,11 +98,6 @@ class SyncEngine:
         iterator of checked batches, each to be written before the next is handed out."""
         return FetchPhase(self.client, plan, report, self.settings, max_attempts=max_attempts)
 
-    async def _budget_available(self) -> int:
-        """Requests the engine may spend now (a shared budget is read afresh)."""
-        await self.client.budget.refresh()
-        return self.client.budget.available_now(background=True)
-
     async def run(self) -> SyncReport:
         """List, diff, then fetch and store what changed; in an OpenTelemetry span
         (`invoicing.sync`) when OpenTelemetry is configured."""
@@ -125,6 +120,7 @@ class SyncEngine:
         started = time.monotonic()
         first_request = self.client.requests_sent
         plan, _ = await self.plan()
+        await self.client.budget.refresh()  # a shared budget is read afresh
         report = SyncReport(
             listed=plan.listed,
             unchanged=plan.unchanged,
@@ -133,7 +129,7 @@ class SyncEngine:
             deletions_refused=plan.deletions_refused,
             dry_run=self.dry_run,
             needed_requests=plan.batches,
-            budget_available=await self._budget_available(),
+            budget_available=self.client.budget.available_now(background=True),
         )
         if plan.batches > report.budget_available:
             logger.info(

@@ -370,13 +370,15 @@ class Account:
         if filter_name is None or filter_name == "all":
             return invoices
         today = self.clock.today()
-        states = {"draft": ("draft",), "open": ("open", "late"), "late": ("late",)}
+        states = {
+            "draft": ("draft",),
+            "open": ("open", "late"),
+            "late": ("late",),
+            "paid": ("paid",),
+            "sent": ("open", "late", "paid"),  # every state but draft
+        }
         if filter_name in states:
             return [i for i in invoices if i.state in states[filter_name]]
-        if filter_name == "paid":
-            return [i for i in invoices if i.state == "paid"]
-        if filter_name == "sent":
-            return [i for i in invoices if i.state != "draft"]
         ranges = _date_ranges(today)
         if filter_name in ranges:
             start, end = ranges[filter_name]
