@@ -7,16 +7,18 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import IO
+
+from tqdm.auto import tqdm
 
 from invoicing_async import _telemetry
 from invoicing_async._sync.fetching import Fetched, FetchPhase, SyncSettings
 from invoicing_async._sync.plan import SyncPlan
-from invoicing_async._sync.progress import ProgressBar
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import BatchResult, PendingEntry, Store
 
-__all__ = ["SyncEngine"]
+__all__ = ["ProgressBar", "SyncEngine"]
 
 logger = logging.getLogger("invoicing_async.sync")
 
@@ -96,11 +98,6 @@ class SyncEngine:
         iterator of checked batches, each to be written before the next is handed out."""
         return FetchPhase(self.client, plan, report, self.settings, max_attempts=max_attempts)
 
-    async def _budget_available(self) -> int:
-        """Requests the engine may spend now (a shared budget is read afresh)."""
-        await self.client.budget.refresh()
-        return self.client.budget.available_now(background=True)
-
     async def run(self) -> SyncReport:
         """List, diff, then fetch and store what changed; in an OpenTelemetry span
         (`invoicing.sync`) when OpenTelemetry is configured."""
@@ -123,6 +120,7 @@ class SyncEngine:
         started = time.monotonic()
         first_request = self.client.requests_sent
         plan, _ = await self.plan()
+        await self.client.budget.refresh()  # a shared budget is read afresh
         report = SyncReport(
             listed=plan.listed,
             unchanged=plan.unchanged,
@@ -131,7 +129,7 @@ class SyncEngine:
             deletions_refused=plan.deletions_refused,
             dry_run=self.dry_run,
             needed_requests=plan.batches,
-            budget_available=await self._budget_available(),
+            budget_available=self.client.budget.available_now(background=True),
         )
         if plan.batches > report.budget_available:
             logger.info(
@@ -217,3 +215,39 @@ class SyncEngine:
         report.quarantined = []
         report.pending = sorted(phase.queued_ids())
         return self._finished(report, started, first_request)
+
+
+class ProgressBar:
+    """Shows invoices fetched, requests spent and the budget left; draws on stderr when
+    it is a terminal (a widget in a notebook), or on the `file` given."""
+
+    def __init__(self, label: str, *, file: IO[str] | None = None) -> None:
+        self._bar: tqdm[None] | None = None
+        self._label = label
+        self._file = file
+
+    def update(self, progress: SyncProgress) -> None:
+        """Draw the counts after a committed batch (the bar appears at the first)."""
+        bar = self._bar
+        if bar is None:
+            # The bar starts at the first committed batch: counting that batch as done
+            # in no time would show a rate of millions of invoices a second.
+            bar = self._bar = tqdm(
+                total=progress.total,
+                initial=progress.done,
+                desc=self._label,
+                unit="inv",
+                leave=True,
+                file=self._file,
+                disable=None if self._file is None else False,
+            )
+        else:
+            bar.update(progress.done - bar.n)
+        bar.set_postfix(requests=progress.requests, budget=progress.budget_left, refresh=False)
+        bar.refresh()
+
+    def close(self) -> None:
+        """End the bar (the next update starts a new one)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

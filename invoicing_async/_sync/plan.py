@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import attrs
 
 from invoicing_async._sync.store import PendingEntry
-from invoicing_async.models import SyncEntry
 
 __all__ = ["BATCH_SIZE", "SyncPlan", "batches_for", "plan_sync"]
 
@@ -50,7 +49,7 @@ def _recheck(before: PendingEntry | None, listed: int, stored: int) -> bool:
 
 
 def plan_sync(
-    listed: Mapping[int, int] | Sequence[SyncEntry],
+    listed: Mapping[int, int],
     stored: Mapping[int, int],
     pending: Mapping[int, PendingEntry],
     *,
@@ -59,26 +58,18 @@ def plan_sync(
     now: float = 0.0,
     quarantine_for: float = float("inf"),
 ) -> SyncPlan:
-    """Compare the sync list ({id: revision} or entries) with the stored revisions.
+    """Compare the sync list ({id: revision}) with the stored revisions.
 
     An id is fetched when new, listed at another revision (lower: `regressed`), or fetched
     within its revision's second. Ids quarantined at the same revision are skipped for
     `quarantine_for` seconds. Ids pending from an interrupted run go first."""
-    listed_revisions: Mapping[int, int]
-    if isinstance(listed, Mapping):
-        listed_revisions = listed
-    else:
-        by_id: dict[int, int] = {}
-        for entry in listed:
-            by_id[entry.id] = max(entry.revision, by_id.get(entry.id, entry.revision))
-        listed_revisions = by_id
     new: list[int] = []
     changed: list[int] = []
     unchanged = 0
     quarantined: list[int] = []
     regressed: list[int] = []
     plan_pending: dict[int, PendingEntry] = {}
-    for ident, revision in listed_revisions.items():
+    for ident, revision in listed.items():
         have = stored.get(ident)
         before = pending.get(ident)
         if have is not None and revision == have and not _recheck(before, revision, have):
@@ -99,10 +90,10 @@ def plan_sync(
     rest = [i for i in new + changed if i not in pending]
     to_fetch = resumed + rest
 
-    gone = [i for i in stored if i not in listed_revisions]
+    gone = [i for i in stored if i not in listed]
     refused: str | None = None
     if gone and not force_deletions:
-        if not listed_revisions:
+        if not listed:
             refused = "the sync list is empty; refusing to delete every stored invoice"
         elif len(gone) > max_delete_share * len(stored):
             refused = (
@@ -111,7 +102,7 @@ def plan_sync(
                 "if this is real"
             )
     return SyncPlan(
-        listed=len(listed_revisions),
+        listed=len(listed),
         to_fetch=to_fetch,
         new=len(new),
         changed=len(changed),

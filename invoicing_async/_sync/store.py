@@ -1,19 +1,23 @@
 """What the sync engine needs from a place that keeps invoices: the `Store` protocol,
-and the revision rule every store applies."""
+the revision rule every store applies, and the reads all stores share."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from invoicing_async._models.documents import load_model
+from invoicing_async._models.export import dataframes
 from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = [
     "BatchResult",
@@ -23,6 +27,7 @@ __all__ = [
     "WriteOutcome",
     "newest",
     "read_stored",
+    "store_dataframes",
     "write_outcome",
 ]
 
@@ -183,3 +188,15 @@ class Store(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def store_dataframes(store: Store) -> tuple[pandas.DataFrame, pandas.DataFrame]:
+    """(invoices, lines) of every live invoice in `store`, typed as `invoices_dataframe` and
+    `details_dataframe` type them; read from JSON documents when the store has them."""
+    iter_documents = getattr(store, "iter_documents", None)
+    items: list[Any]
+    if iter_documents is not None:
+        items = [document async for document in iter_documents()]
+    else:
+        items = [invoice async for invoice in store.iter_invoices()]
+    return dataframes(items)

@@ -103,9 +103,7 @@ def decode_xml_members(
 _SLICE = 256 * 1024
 
 
-def encode_xml(
-    root: str, data: Mapping[str, Any] | list[Any] | PlainList, *, pretty: bool = False
-) -> bytes:
+def encode_xml(root: str, data: Mapping[str, Any] | list[Any] | PlainList) -> bytes:
     """Encode a tree of Python values as a Rails-readable document: typed scalars, None as
     `nil="true"`, lists as `type="array"` collections of `member_name` members (a `PlainList`
     without `type="array"`)."""
@@ -117,7 +115,7 @@ def encode_xml(
     else:
         tree = {root: _node_children(data)}
     text: str = xmltodict.unparse(
-        tree, encoding="utf-8", short_empty_elements=True, pretty=pretty, full_document=True
+        tree, encoding="utf-8", short_empty_elements=True, full_document=True
     )
     # A parser turns a literal "\r\n" into "\n"; as a character reference it survives.
     return text.replace("\r", "&#13;").encode("utf-8")

@@ -1,10 +1,12 @@
-"""One account of the fake service: its invoices, templates, counters and rules."""
+"""One account of the fake service: its invoices, templates, counters, rules and the faults
+it injects."""
 
 from __future__ import annotations
 
 import datetime as dt
 import heapq
 import itertools
+import random
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -21,27 +23,68 @@ from invoicing_async.models import (
     InvoiceHistoryRecord,
     InvoicePayment,
     RecurringTemplate,
+    RecurringTemplateDetail,
     SyncEntry,
 )
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
-from invoicing_async.testing._faults import FaultPlan
-from invoicing_async.testing._lines import apply_line_changes, new_line
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
 from invoicing_async.testing._rules import (
     DEFAULT_TAX_RATES,
     Missing,
     Unprocessable,
+    add_period,
     compute_invoice_totals,
     invoice_errors,
+    new_line,
+    template_errors,
+    with_changes,
 )
-from invoicing_async.testing._templates import TemplateOperations
 
-__all__ = ["Account", "PushEvent", "RecordedRequest"]
+__all__ = ["Account", "FaultPlan", "PushEvent", "RecordedRequest"]
 
 SEND_METHODS = ("email", "hand", "post")
 # The email text of the account's invoice profile, used when a send leaves it out.
 PROFILE_INVOICE_TEXT = "Dear customer, please find our invoice attached."
+
+
+@attrs.define
+class FaultPlan:
+    """What goes wrong, and how often. Rates are probabilities per request (0 to 1).
+
+    - `latency`: seconds added to every response.
+    - `error_rate`: answer 500. `drop_rate`: close the connection without answering.
+    - `timeout_rate`: hold the response for `timeout_delay` seconds (past the client's timeout).
+    - `truncate_rate`: promise a body and send only half of it.
+    - `missing_ids`: ids the sync list shows but sync fetch never returns.
+    - `mutate_after_list`: after each sync list, this many listed invoices change
+      (new revision) before the client fetches them.
+    - `budget_cut_after`: after this many requests, every request gets the 403 of a
+      spent budget (the hourly window cut short).
+    - `only_paths`: when set, faults hit only paths containing one of these strings.
+    """
+
+    latency: float = 0.0
+    error_rate: float = 0.0
+    drop_rate: float = 0.0
+    timeout_rate: float = 0.0
+    timeout_delay: float = 120.0
+    truncate_rate: float = 0.0
+    missing_ids: set[int] = attrs.field(factory=set)
+    mutate_after_list: int = 0
+    budget_cut_after: int | None = None
+    only_paths: tuple[str, ...] = ()
+    seed: int = 0
+    rng: random.Random = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def applies_to(self, path: str) -> bool:
+        return not self.only_paths or any(p in path for p in self.only_paths)
+
+    def roll(self, rate: float) -> bool:
+        return rate > 0 and self.rng.random() < rate
 
 
 @attrs.frozen
@@ -63,7 +106,7 @@ class PushEvent:
     state: str
 
 
-class Account(TemplateOperations):
+class Account:
     """An account's data and the operations of the API on it."""
 
     def __init__(
@@ -100,10 +143,11 @@ class Account(TemplateOperations):
         self.pushes: list[PushEvent] = []
         self.on_state_change: Callable[[Account, PushEvent], None] | None = None
         self.record_bodies = True
-        self._ids = itertools.count(1)
-        self._detail_ids = itertools.count(1)
-        self._record_ids = itertools.count(1)
-        self._template_ids = itertools.count(1)
+        # The next ids of invoices, lines, records (history and payments) and templates.
+        self.invoice_ids = itertools.count(1)
+        self.detail_ids = itertools.count(1)
+        self.record_ids = itertools.count(1)
+        self.template_ids = itertools.count(1)
         self._sequences: Counter[int] = Counter()
         self._due: list[tuple[dt.date, int]] = []  # (due date, invoice id) of open invoices
         self.requests_total = 0
@@ -130,7 +174,7 @@ class Account(TemplateOperations):
         at = at or self.clock.now().replace(microsecond=0)
         invoice.history.append(
             InvoiceHistoryRecord(
-                id=next(self._record_ids),
+                id=next(self.record_ids),
                 invoice_id=invoice.id,
                 user_id=self.user_id,
                 action=action,
@@ -147,16 +191,6 @@ class Account(TemplateOperations):
         self.pushes.append(event)
         if self.on_state_change is not None:
             self.on_state_change(self, event)
-
-    def next_invoice_id(self) -> int:
-        return next(self._ids)
-
-    def next_detail_id(self) -> int:
-        return next(self._detail_ids)
-
-    def next_record_id(self) -> int:
-        """The id of a history record or a payment."""
-        return next(self._record_ids)
 
     def next_invoice_number(self, year: int) -> str:
         """`2014-0096`: the next number of the year's sequence, as sending assigns it."""
@@ -196,7 +230,7 @@ class Account(TemplateOperations):
         if errors:
             raise Unprocessable(errors)
         now = self.clock.now().replace(microsecond=0)
-        ident = next(self._ids)
+        ident = next(self.invoice_ids)
         invoice = attrs.evolve(
             data,
             id=ident,
@@ -233,16 +267,15 @@ class Account(TemplateOperations):
 
     def _new_detail(self, invoice_id: int, line: InvoiceDetail) -> InvoiceDetail:
         now = self.clock.now().replace(microsecond=0)
-        return new_line(line, next(self._detail_ids), now, invoice_id=invoice_id)
+        return new_line(line, next(self.detail_ids), now, invoice_id=invoice_id)
 
     def update_invoice(self, ident: int, changes: Mapping[str, Any]) -> Invoice:
-        invoice = self.get_invoice(ident)
-        candidate = attrs.evolve(invoice, details=list(invoice.details))
-        for name, value in changes.items():
-            if name == "details":
-                self._apply_detail_changes(candidate, value or [])
-            else:
-                setattr(candidate, name, value)
+        candidate = with_changes(
+            self.get_invoice(ident),
+            changes,
+            new_line=lambda fields: self._new_detail(ident, InvoiceDetail(**fields)),
+            now=self.clock.now().replace(microsecond=0),
+        )
         errors = invoice_errors(candidate, self.contacts, self.tax_rates)
         if errors:
             raise Unprocessable(errors)
@@ -250,14 +283,6 @@ class Account(TemplateOperations):
         self._recompute(candidate)
         self.invoices[ident] = candidate
         return candidate
-
-    def _apply_detail_changes(self, invoice: Invoice, lines: list[dict[str, Any]]) -> None:
-        invoice.details = apply_line_changes(
-            invoice.details,
-            lines,
-            new_line=lambda fields: self._new_detail(invoice.id or 0, InvoiceDetail(**fields)),
-            now=self.clock.now().replace(microsecond=0),
-        )
 
     def contact_email(self, invoice: Invoice) -> str:
         """The address of the invoice's contact (the fake's contacts have made-up ones)."""
@@ -317,7 +342,7 @@ class Account(TemplateOperations):
         now = self.clock.now().replace(microsecond=0)
         stored = attrs.evolve(
             payment,
-            id=next(self._record_ids),
+            id=next(self.record_ids),
             invoice_id=ident,
             payment_date=payment.payment_date or self.clock.today(),
             send_email=None,
@@ -345,13 +370,15 @@ class Account(TemplateOperations):
         if filter_name is None or filter_name == "all":
             return invoices
         today = self.clock.today()
-        states = {"draft": ("draft",), "open": ("open", "late"), "late": ("late",)}
+        states = {
+            "draft": ("draft",),
+            "open": ("open", "late"),
+            "late": ("late",),
+            "paid": ("paid",),
+            "sent": ("open", "late", "paid"),  # every state but draft
+        }
         if filter_name in states:
             return [i for i in invoices if i.state in states[filter_name]]
-        if filter_name == "paid":
-            return [i for i in invoices if i.state == "paid"]
-        if filter_name == "sent":
-            return [i for i in invoices if i.state != "draft"]
         ranges = _date_ranges(today)
         if filter_name in ranges:
             start, end = ranges[filter_name]
@@ -389,6 +416,102 @@ class Account(TemplateOperations):
         invoice = self.get_invoice(ident)
         invoice.po_number = f"changed-{(invoice.revision or 0) + 1}"
         self._touch(invoice)
+
+    # -- recurring templates (specification part 4.2)
+
+    def create_template(self, data: RecurringTemplate) -> RecurringTemplate:
+        if data.frequency is None:  # the service took a template without one (field notes)
+            data = attrs.evolve(data, frequency=1)
+        errors = template_errors(data, self.contacts, self.tax_rates, self.clock.today())
+        if errors:
+            raise Unprocessable(errors)
+        now = self.clock.now().replace(microsecond=0)
+        start = data.start_date or self.clock.today() + dt.timedelta(days=1)
+        template = attrs.evolve(
+            data,
+            id=next(self.template_ids),
+            active=True,
+            currency=data.currency or "EUR",
+            discount=data.discount if data.discount is not None else Decimal("0.0"),
+            occurences=data.occurences or 0,
+            number_of_occurences=0,
+            send_invoice=bool(data.send_invoice),
+            start_date=start,
+            next_date=start,
+            invoice_profile_id=data.invoice_profile_id or 1,
+            created_at=now,
+            updated_at=now,
+            details=[
+                new_line(d, next(self.detail_ids), now) for d in data.details if not d.destroy
+            ],
+            extra={},
+        )
+        compute_invoice_totals(template, self.tax_rates)
+        self.templates[template.id or 0] = template
+        return template
+
+    def get_template(self, ident: int) -> RecurringTemplate:
+        template = self.templates.get(ident)
+        if template is None:
+            raise Missing(f"recurring template {ident}")
+        return template
+
+    def update_template(self, ident: int, changes: Mapping[str, Any]) -> RecurringTemplate:
+        candidate = with_changes(
+            self.get_template(ident),
+            changes,
+            new_line=lambda fields: RecurringTemplateDetail(id=next(self.detail_ids), **fields),
+            now=self.clock.now().replace(microsecond=0),
+        )
+        errors = template_errors(candidate, self.contacts, self.tax_rates, self.clock.today())
+        if "start_date" not in changes:
+            errors = [e for e in errors if e.attribute != "start_date"]
+        if errors:
+            raise Unprocessable(errors)
+        candidate.updated_at = self.clock.now().replace(microsecond=0)
+        if candidate.start_date and candidate.next_date and "start_date" in changes:
+            candidate.next_date = candidate.start_date
+        compute_invoice_totals(candidate, self.tax_rates)
+        self.templates[ident] = candidate
+        return candidate
+
+    def delete_template(self, ident: int) -> None:
+        self.get_template(ident)
+        del self.templates[ident]
+
+    def run_templates(self) -> list[Invoice]:
+        """Generate the invoices of templates whose next date has come (for tests)."""
+        made = []
+        today = self.clock.today()
+        for template in self.templates.values():
+            while template.active and template.next_date and template.next_date <= today:
+                invoice = self.create_invoice(
+                    Invoice(
+                        contact_id=template.contact_id,
+                        currency=template.currency,
+                        discount=template.discount,
+                        details=[
+                            InvoiceDetail(
+                                amount=d.amount,
+                                description=d.description,
+                                price=d.price,
+                                tax_rate_id=d.tax_rate_id,
+                            )
+                            for d in template.details
+                        ],
+                    )
+                )
+                invoice.recurring_template_id = template.id
+                self.documents.changed(invoice.id)
+                made.append(invoice)
+                template.number_of_occurences = (template.number_of_occurences or 0) + 1
+                template.last_date = template.next_date
+                template.next_date = add_period(
+                    template.next_date, template.frequency_type or 2, template.frequency or 1
+                )
+                if template.occurences and template.number_of_occurences >= template.occurences:
+                    template.active = False
+        return made
 
 
 def _full_name(invoice: Invoice) -> str | None:

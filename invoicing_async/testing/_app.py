@@ -1,4 +1,5 @@
-"""The fake service's HTTP side: routing, auth, the hourly limit, faults, documents."""
+"""The fake service's HTTP side: request bodies, routing, auth, the hourly limit, faults,
+documents."""
 
 from __future__ import annotations
 
@@ -8,20 +9,23 @@ import binascii
 import email.utils
 import re
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from aiohttp import web
 
+from invoicing_async._models.converter import structure
 from invoicing_async._models.documents import Format, dump_model
-from invoicing_async.errors import FieldError
-from invoicing_async.models import Invoice, InvoicePayment, RecurringTemplate
+from invoicing_async._models.fields import FieldSpec, field_specs, snake_name, wire_key
+from invoicing_async._models.payloads import unwrap_root
+from invoicing_async._wire.json import decode_json
+from invoicing_async._wire.xml import decode_xml
+from invoicing_async.errors import DecodeError, FieldError
+from invoicing_async.models import Invoice, InvoicePayment, Model, RecurringTemplate
 from invoicing_async.testing._account import Account, RecordedRequest
 from invoicing_async.testing._documents import sync_chunks
 from invoicing_async.testing._oauth import OAuth1Verifier
-from invoicing_async.testing._requests import parse_body, parse_changes, parse_model, parse_sync_ids
-from invoicing_async.testing._responses import Body, Streamed, content_type, streamed, truncated
 from invoicing_async.testing._rules import Missing, Unprocessable
 from invoicing_async.testing._writers import dump_field_errors, dump_list
 
@@ -40,6 +44,138 @@ _OTHER_AREAS = (
 # Lists longer than these are streamed: sent piece by piece as they are encoded.
 STREAM_INVOICES = 200
 STREAM_SYNC_ENTRIES = 10_000
+
+
+# -- request bodies read as Rails did: `-` and `_` alike, only `type="array"` is a list,
+# unknown and read-only attributes ignored (strong parameters)
+
+M = TypeVar("M", bound=Model)
+
+
+def parse_body(body: bytes, fmt: Format, root: str) -> dict[str, Any]:
+    """The attributes under `root` (`<invoice>` / `{"invoice": …}`), their names in
+    snake_case; 422 when absent."""
+    try:
+        name, value = decode_xml(body) if fmt == "xml" else unwrap_root(decode_json(body))
+    except DecodeError as exc:
+        raise Unprocessable([FieldError(None, f"unreadable body: {exc}")]) from None
+    if name is None or snake_name(name) != root or not isinstance(value, dict):
+        raise Unprocessable([FieldError(root, f"expected a {root!r} element, got {name!r}")])
+    return {snake_name(key): item for key, item in value.items()}
+
+
+def parse_changes(raw: dict[str, Any], cls: type[Model]) -> dict[str, Any]:
+    """Writable attributes present in `raw`, typed, by attribute name (collections as lists
+    of such dicts)."""
+    lookup: dict[str, FieldSpec] = {}
+    for spec in field_specs(cls):
+        for key in {spec.name, spec.wire, spec.request}:
+            lookup[key] = spec
+            lookup[wire_key(key, "xml")] = spec
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        found = lookup.get(key)
+        if found is None or found.read_only:
+            continue  # unknown or read-only: ignored, as Rails' strong parameters do
+        spec = found
+        if spec.item_model is not None:
+            if value is None or value == "":
+                out[spec.name] = []
+                continue
+            if not isinstance(value, list):
+                raise Unprocessable([FieldError(spec.name, 'must be a list (type="array")')])
+            out[spec.name] = [
+                parse_changes(_as_dict(item, spec.name), spec.item_model) for item in value
+            ]
+            continue
+        try:
+            out[spec.name] = (
+                None if value is None else getattr(structure({key: value}, cls), spec.name)
+            )
+        except DecodeError as exc:
+            raise Unprocessable([FieldError(spec.name, str(exc))]) from None
+    return out
+
+
+def _as_dict(item: Any, name: str) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise Unprocessable([FieldError(name, "each member must be an element with attributes")])
+    return item
+
+
+def parse_model(raw: dict[str, Any], cls: type[M]) -> M:
+    """A new entity from a create body; read-only and unknown attributes are dropped."""
+    changes = parse_changes(raw, cls)
+    for spec in field_specs(cls):
+        if spec.item_model is not None and spec.name in changes:
+            changes[spec.name] = [spec.item_model(**item) for item in changes[spec.name]]
+    return cls(**changes)
+
+
+def parse_sync_ids(body: bytes, fmt: Format) -> list[int]:
+    """`<invoices><ids><id>1</id>…</ids></invoices>`; several `ids` elements are an error."""
+    raw = parse_body(body, fmt, "invoices")
+    ids = raw.get("ids")
+    if isinstance(ids, list) and fmt == "xml":
+        raise Unprocessable([FieldError("ids", "give one ids element with id children")])
+    if fmt == "xml":
+        if not isinstance(ids, dict):
+            return []
+        ids = ids.get("id", [])
+    if not isinstance(ids, list):
+        ids = [ids]
+    try:
+        return [int(i) for i in ids]
+    except (TypeError, ValueError):
+        raise Unprocessable([FieldError("ids", "must be integers")]) from None
+
+
+# -- how a body is sent: whole, streamed in pieces, or cut short (a fault)
+
+
+@attrs.frozen
+class Streamed:
+    """A body sent chunked, each piece encoded only when the previous one has gone."""
+
+    pieces: Iterator[bytes]
+
+
+Body = bytes | Streamed
+
+
+def content_type(fmt: Format) -> str:
+    return "application/json; charset=utf-8" if fmt == "json" else "application/xml; charset=utf-8"
+
+
+async def truncated(
+    request: web.Request, status: int, payload: bytes, fmt: Format, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Promise the whole of `payload` (Content-Length), send half, close the connection."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.content_type = content_type(fmt).split(";")[0]
+    response.content_length = len(payload)
+    await response.prepare(request)
+    await response.write(payload[: len(payload) // 2])
+    assert request.transport is not None
+    request.transport.close()
+    return response
+
+
+async def streamed(
+    request: web.Request, status: int, body: Streamed, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Send `body` chunked, encoding each piece after the previous one is written."""
+    response = web.StreamResponse(status=status, headers=headers)
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    try:
+        for piece in body.pieces:
+            await response.write(piece)
+            await asyncio.sleep(0)  # let the loop's other work in between pieces
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away mid-list: nothing more to send
+    return response
 
 
 Result = tuple[int, Body, dict[str, str]]
@@ -88,7 +224,6 @@ async def list_invoices(c: Call) -> Result:
 
 async def advanced_filter(c: Call) -> Result:
     params = parse_body(c.body, c.fmt, "filter") if c.body.strip() else {}
-    params = {k.replace("-", "_"): v for k, v in params.items()}
     return _ok(200, _invoice_list(c, c.account.advanced_filter(params)))
 
 
@@ -116,8 +251,7 @@ async def update_invoice(c: Call) -> Result:
 
 
 async def send_invoice(c: Call) -> Result:
-    raw = parse_body(c.body, c.fmt, "invoice")
-    payload = {k.replace("-", "_"): v for k, v in raw.items()}
+    payload = parse_body(c.body, c.fmt, "invoice")
     reminder = c.params["action"] == "send_reminder"
     invoice = c.account.send_invoice(int(c.params["id"]), payload, reminder=reminder)
     return _ok(200, _invoice(c, invoice))
@@ -271,10 +405,6 @@ def _error_body(fmt: Format, message: str) -> bytes:
     return dump_field_errors([FieldError(None, message)], fmt)
 
 
-class BudgetRefused(Exception):
-    """The account's hourly budget is spent (or cut by a fault): answer 403, 0 left."""
-
-
 def build_app(service: Served) -> web.Application:
     """The aiohttp application serving every account of `service`."""
 
@@ -292,16 +422,18 @@ def build_app(service: Served) -> web.Application:
                 body=b"HTTP Basic: Access denied.\n",
                 headers={"WWW-Authenticate": ", ".join(challenges)},
             )
-        refused = False
-        try:
+        # The hourly budget spent (or cut by a fault): 403, and 0 left whatever the window says.
+        account.requests_total += 1
+        cut = account.faults.budget_cut_after
+        refused = (cut is not None and account.requests_total > cut) or not account.window.take()
+        if not refused:
             status, payload, headers = await _dispatch(account, request, fmt, body)
-        except BudgetRefused:
-            refused = True
+        else:
+            account.counters["403"] += 1
             status, payload, headers = 403, b"Rate limit exceeded", {}
         headers = {
             **headers,
             "X-RateLimit-Limit": str(account.window.limit),
-            # Refused for the budget: nothing is left, whatever the window says.
             "X-RateLimit-Remaining": "0" if refused else str(account.window.remaining),
         }
         account.requests.append(
@@ -344,12 +476,7 @@ def build_app(service: Served) -> web.Application:
 
 
 async def _dispatch(account: Account, request: web.Request, fmt: Format, body: bytes) -> Result:
-    """Budget, injected faults, routing and the operation itself."""
-    account.requests_total += 1
-    cut = account.faults.budget_cut_after
-    if (cut is not None and account.requests_total > cut) or not account.window.take():
-        account.counters["403"] += 1
-        raise BudgetRefused
+    """Injected faults, routing and the operation itself."""
     injected = await _inject_faults(account, request, fmt)
     if injected is not None:
         return injected

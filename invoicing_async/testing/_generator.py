@@ -55,7 +55,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
     latest = account.clock.now().replace(microsecond=0) - dt.timedelta(minutes=5)
     made: list[Invoice] = []
     for _ in range(count):
-        ident = account.next_invoice_id()
+        ident = next(account.invoice_ids)
         company = rng.choice(_COMPANIES)
         first, last = rng.choice(_FIRST), rng.choice(_LAST)
         # Half recent (many still open), half from the past year (mostly late or paid).
@@ -64,7 +64,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
         created = min(dt.datetime.combine(invoice_date, dt.time(9, 0), dt.timezone.utc), latest)
         details = [
             InvoiceDetail(
-                id=account.next_detail_id(),
+                id=next(account.detail_ids),
                 invoice_id=ident,
                 amount=rng.choice(_AMOUNTS),
                 description=rng.choice(_WORK),
@@ -113,7 +113,7 @@ def populate(account: Account, count: int, *, seed: int = 0) -> list[Invoice]:
         if state == "open" and roll > 0.55:
             invoice.payments.append(
                 InvoicePayment(
-                    id=account.next_record_id(),
+                    id=next(account.record_ids),
                     invoice_id=ident,
                     payment_date=invoice_date + dt.timedelta(days=rng.randrange(1, 20)),
                     payment_method=rng.choice(_METHODS),

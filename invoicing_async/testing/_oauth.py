@@ -25,27 +25,14 @@ class _Validator(oauth1.RequestValidator):
     """What oauthlib asks of the service: the keys it knows and the nonces it has seen."""
 
     enforce_ssl = False  # the fake may serve plain http on loopback (tls=False)
+    allowed_signature_methods = (oauth1.SIGNATURE_HMAC_SHA1,)
+    nonce_length = (8, 64)  # other clients' nonces are longer than oauthlib's own
+    dummy_client = dummy_access_token = "0" * 24
 
     def __init__(self, verifier: OAuth1Verifier) -> None:
         super().__init__()
         self._verifier = verifier
         self._dummy_secret = _key()
-
-    @property
-    def allowed_signature_methods(self) -> tuple[str, ...]:
-        return (oauth1.SIGNATURE_HMAC_SHA1,)
-
-    @property
-    def nonce_length(self) -> tuple[int, int]:
-        return 8, 64  # other clients' nonces are longer than oauthlib's own
-
-    @property
-    def dummy_client(self) -> str:
-        return "0" * 24
-
-    @property
-    def dummy_access_token(self) -> str:
-        return "0" * 24
 
     def validate_client_key(self, client_key: str, request: Any) -> bool:
         return secrets.compare_digest(client_key, self._verifier.consumer_key)

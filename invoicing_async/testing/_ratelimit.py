@@ -56,8 +56,3 @@ class RequestWindow:
         else:
             self._count += 1
         return True
-
-    def reset(self) -> None:
-        self._times.clear()
-        self._window_start = None
-        self._count = 0

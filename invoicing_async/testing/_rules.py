@@ -1,13 +1,17 @@
-"""The service's business rules as the fake applies them: totals, validation, states."""
+"""The service's business rules as the fake applies them: totals, validation, line changes."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from typing import Any, TypeVar
 
+import attrs
+
+from invoicing_async._models.base import DetailLine
+from invoicing_async._resources.validation import check_invoice, check_template
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     Invoice,
@@ -21,8 +25,10 @@ __all__ = [
     "compute_detail_totals",
     "compute_invoice_totals",
     "invoice_errors",
+    "new_line",
     "quantity",
     "template_errors",
+    "with_changes",
 ]
 
 CENT = Decimal("0.01")
@@ -102,22 +108,18 @@ def compute_invoice_totals(
         invoice.total_unpaid = invoice.total_price_incl_tax - invoice.total_paid
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
-def detail_errors(
-    details: Iterable[InvoiceDetail | RecurringTemplateDetail], tax_rates: Mapping[int, Decimal]
+def _known(
+    errors: list[FieldError],
+    entity: Invoice | RecurringTemplate,
+    contacts: set[int],
+    tax_rates: Mapping[int, Decimal],
 ) -> list[FieldError]:
-    """At least one line, each with a description and a known tax rate."""
-    live = [line for line in details if not line.destroy]
-    errors = [] if live else [FieldError("details", "should contain at least one line")]
-    for line in live:
-        if _blank(line.description):
-            errors.append(FieldError("details.description", "can't be blank"))
-        if line.tax_rate_id is None:
-            errors.append(FieldError("details.tax_rate_id", "can't be blank"))
-        elif line.tax_rate_id not in tax_rates:
+    """`errors` (the client's own checks, which the service made too) and what only the
+    service knows: whether the contact and each line's tax rate exist."""
+    if entity.contact_id is not None and entity.contact_id not in contacts:
+        errors.append(FieldError("contact_id", "does not exist"))
+    for line in entity.details:
+        if line.tax_rate_id is not None and line.tax_rate_id not in tax_rates and not line.destroy:
             errors.append(FieldError("details.tax_rate_id", "does not exist"))
     return errors
 
@@ -125,14 +127,7 @@ def detail_errors(
 def invoice_errors(
     invoice: Invoice, contacts: set[int], tax_rates: Mapping[int, Decimal]
 ) -> list[FieldError]:
-    errors: list[FieldError] = []
-    names = (invoice.company_name, invoice.firstname, invoice.lastname)
-    if invoice.contact_id is None and all(_blank(n) for n in names):
-        errors.append(FieldError("contact_id", "either contact_id or a name must be given"))
-    elif invoice.contact_id is not None and invoice.contact_id not in contacts:
-        errors.append(FieldError("contact_id", "does not exist"))
-    errors.extend(detail_errors(invoice.details, tax_rates))
-    return errors
+    return _known(check_invoice(invoice), invoice, contacts, tax_rates)
 
 
 def template_errors(
@@ -141,23 +136,10 @@ def template_errors(
     tax_rates: Mapping[int, Decimal],
     today: dt.date,
 ) -> list[FieldError]:
-    errors: list[FieldError] = []
-    if template.contact_id is None:
-        errors.append(FieldError("contact_id", "can't be blank"))
-    elif template.contact_id not in contacts:
-        errors.append(FieldError("contact_id", "does not exist"))
-    if template.frequency is None:
+    errors = check_template(template, today=today)
+    if template.frequency is None:  # the client lets create leave it out: the fake sets 1
         errors.append(FieldError("frequency", "can't be blank"))
-    elif template.frequency < 1:
-        errors.append(FieldError("frequency", "must be greater than 0"))
-    if template.frequency_type is None:
-        errors.append(FieldError("frequency_type", "can't be blank"))
-    elif template.frequency_type not in (1, 2, 3, 4, 5):
-        errors.append(FieldError("frequency_type", "is not included in the list"))
-    errors.extend(detail_errors(template.details, tax_rates))
-    if template.start_date is not None and template.start_date <= today:
-        errors.append(FieldError("start_date", "must lie in the future"))
-    return errors
+    return _known(errors, template, contacts, tax_rates)
 
 
 def add_period(day: dt.date, frequency_type: int, frequency: int) -> dt.date:
@@ -175,3 +157,66 @@ def add_period(day: dt.date, frequency_type: int, frequency: int) -> dt.date:
         except ValueError:
             continue
     return dt.date(year, month, 28)
+
+
+# -- line changes of an update, as Rails' `details_attributes` applies them: the same for
+# invoice lines and template lines.
+
+L = TypeVar("L", bound=DetailLine)
+E = TypeVar("E", Invoice, RecurringTemplate)
+
+
+def new_line(line: L, ident: int, now: dt.datetime, **more: Any) -> L:
+    """`line` as the service stores a new one: its id and times, price 0 when none, no
+    request flag and nothing unknown."""
+    price = line.price if line.price is not None else Decimal("0.0")
+    return attrs.evolve(
+        line, id=ident, price=price, destroy=None, created_at=now, updated_at=now, extra={}, **more
+    )
+
+
+def with_changes(
+    entity: E,
+    changes: Mapping[str, Any],
+    *,
+    new_line: Callable[[dict[str, Any]], Any],
+    now: dt.datetime,
+) -> E:
+    """A copy of `entity` (an invoice or a template) with `changes` set; its lines change as
+    `_line_changes` says (`new_line` builds an added one)."""
+    candidate = attrs.evolve(entity, details=list(entity.details))
+    for name, value in changes.items():
+        if name == "details":
+            value = _line_changes(candidate.details, value or [], new_line=new_line, now=now)
+        setattr(candidate, name, value)
+    return candidate
+
+
+def _line_changes(
+    lines: list[L],
+    changes: Iterable[Mapping[str, Any]],
+    *,
+    new_line: Callable[[dict[str, Any]], L],
+    now: dt.datetime,
+) -> list[L]:
+    """The lines after `changes`: no id adds a line (`new_line` builds it), an id with
+    fields changes that line, an id with `destroy` deletes it. An unknown id is a 422."""
+    result = list(lines)
+    for change in changes:
+        line_id = change.get("id")
+        if line_id is None:
+            if not change.get("destroy"):
+                result.append(new_line(without(change, "id", "destroy")))
+            continue
+        if not any(line.id == line_id for line in result):
+            raise Unprocessable([FieldError("details.id", f"line {line_id} does not exist")])
+        if change.get("destroy"):
+            result = [line for line in result if line.id != line_id]
+            continue
+        result = [
+            attrs.evolve(line, **without(change, "id", "destroy"), updated_at=now)
+            if line.id == line_id
+            else line
+            for line in result
+        ]
+    return result

@@ -64,7 +64,8 @@ def count(service: FakeInvoicingService, suffix: str, since: int = 0) -> int:
 async def needed(service: FakeInvoicingService, db: str) -> int:
     """Invoices the store still lacks or has in an older revision."""
     async with open_store(db) as store:
-        plan = plan_sync(service.account.sync_list(), await store.revisions(), {})
+        listed = {entry.id: entry.revision for entry in service.account.sync_list()}
+        plan = plan_sync(listed, await store.revisions(), {})
     return len(plan.to_fetch)
 
 

@@ -31,7 +31,7 @@ from invoicing_async.testing import (
     RawResponse,
     mock_response,
 )
-from invoicing_async.testing._requests import parse_sync_ids
+from invoicing_async.testing._app import parse_sync_ids
 from invoicing_async.testing._writers import dump_list, dump_sync_entries
 
 BAD = 137  # the id of the member that is poisoned

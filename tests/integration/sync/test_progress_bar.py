@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from invoicing_async._sync.progress import ProgressBar
+from invoicing_async._sync.engine import ProgressBar
 from invoicing_async.sync import MemoryStore, SyncEngine, SyncProgress
 from invoicing_async.testing import FakeInvoicingService
 
