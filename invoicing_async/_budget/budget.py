@@ -217,8 +217,7 @@ class Spender:
         hold = DEFAULT_HOLD if hold is None else hold
         if self._pacer is not None:
             await self._pacer.acquire()
-        loop = asyncio.get_running_loop()
-        deadline = None if max_wait is None else loop.time() + max_wait
+        deadline = None if max_wait is None else asyncio.get_running_loop().time() + max_wait
         taken = await self._try(hold, keep, deadline, max_wait)
         if taken.__class__ is Grant:
             return taken
@@ -242,16 +241,13 @@ class Spender:
         self, hold: float, keep: int, deadline: float | None, max_wait: float | None
     ) -> Grant | float:
         """One try: the permit, or the seconds to sleep before the next try."""
-        key = self.budget.key or "default"
-        operation = self.store.take(key, self.budget, hold=hold, keep=keep)
-        if not self._shared:
-            result, _ = await operation
-        else:
-            try:
-                result, view = await self._call(operation)
-            except BudgetUnavailableError as exc:
-                # Fail closed: a request whose unit cannot be taken does not go out.
-                raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+        operation = self.store.take(self.budget.key or "default", self.budget, hold=hold, keep=keep)
+        try:
+            result, view = await (self._call(operation) if self._shared else operation)
+        except BudgetUnavailableError as exc:
+            # Fail closed: a request whose unit cannot be taken does not go out.
+            raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+        if view is not None:
             self._remember(view)
         if result.__class__ is Grant:
             return result
@@ -278,25 +274,31 @@ class Spender:
             self.server_limit = limit
         if remaining is not None:
             self.server_remaining = remaining if remaining > 0 else 0
-        key = self.budget.key or "default"
         operation = self.store.settle(
-            key, self.budget, permit.unit, permit.taken_at, sent=sent, remaining=remaining
+            self.budget.key or "default",
+            self.budget,
+            permit.unit,
+            permit.taken_at,
+            sent=sent,
+            remaining=remaining,
         )
-        if not self._shared:
-            await operation
+        # The request is over: a store that fails now must not lose its response. The
+        # unit then comes back `period + hold` after it was taken, which is still safe.
+        try:
+            view = await (self._call(operation) if self._shared else operation)
+        except BudgetUnavailableError as exc:
+            logger.warning("budget not updated after a request: %s", exc)
         else:
-            # The request is over: a store that fails now must not lose its response. The
-            # unit then comes back `period + hold` after it was taken, which is still safe.
-            try:
-                self._remember(await self._call(operation))
-            except BudgetUnavailableError as exc:
-                logger.warning("budget not updated after a request: %s", exc)
+            if view is not None:
+                self._remember(view)
         return self.wait_for(1, 0) if refused else None
 
     async def refresh(self) -> None:
-        """Ask the store for its view now."""
-        view = self.store.view(self.budget.key or "default", self.budget)
-        self._remember(await self._call(view) if self._shared else await view)
+        """Ask a shared store for its view now (the in-process ledger is read as it is)."""
+        if self._shared:
+            self._remember(
+                await self._call(self.store.view(self.budget.key or "default", self.budget))
+            )
 
     async def _call(self, operation: Awaitable[T]) -> T:
         """Run a shared store's operation; one that fails or stalls fails closed."""

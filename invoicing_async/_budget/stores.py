@@ -1,6 +1,7 @@
 """Where a budget's ledger lives: in this process, or shared through SQLite, PostgreSQL or
 Redis. Every operation is one atomic step timed by the store's own clock, answered with
-the ledger's view (counts, never every unit)."""
+the ledger's view (counts, never every unit); the in-process store answers None, since its
+ledger is read as it is."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class BudgetStore(Protocol):
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
-    ) -> tuple[Grant | Refusal, LedgerView]: ...
+    ) -> tuple[Grant | Refusal, LedgerView | None]: ...
 
     async def settle(
         self,
@@ -34,7 +35,7 @@ class BudgetStore(Protocol):
         *,
         sent: bool,
         remaining: int | None,
-    ) -> LedgerView: ...
+    ) -> LedgerView | None: ...
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView: ...
 
@@ -66,10 +67,8 @@ class MemoryBudgetStore:
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
-    ) -> tuple[Grant | Refusal, LedgerView]:
-        ledger = self.ledger(key, params)
-        now = self.now()
-        return ledger.take(now, hold=hold, keep=keep), ledger.view(now)
+    ) -> tuple[Grant | Refusal, None]:
+        return self.ledger(key, params).take(self.now(), hold=hold, keep=keep), None
 
     async def settle(
         self,
@@ -80,11 +79,8 @@ class MemoryBudgetStore:
         *,
         sent: bool,
         remaining: int | None,
-    ) -> LedgerView:
-        ledger = self.ledger(key, params)
-        now = self.now()
-        ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
-        return ledger.view(now)
+    ) -> None:
+        self.ledger(key, params).settle(self.now(), unit, taken_at, sent=sent, remaining=remaining)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
         return self.ledger(key, params).view(self.now())

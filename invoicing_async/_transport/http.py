@@ -36,7 +36,6 @@ from invoicing_async._transport.sender import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AiohttpSender,
     OutgoingRequest,
-    RawResponse,
     Sender,
 )
 from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
@@ -120,6 +119,7 @@ class HTTPTransport:
         self.user_agent = (
             user_agent or f"invoicing-async/{__version__} aiohttp/{aiohttp.__version__}"
         )
+        self._headers = {"Accept": CONTENT_TYPES[fmt], "User-Agent": self.user_agent}
         self.on_request = on_request
         self.sender: Sender = sender or AiohttpSender(
             session=session, ssl=ssl, trace_configs=trace_configs, trust_env=trust_env
@@ -359,7 +359,10 @@ class HTTPTransport:
             retry_after = await spender.settle(
                 permit, limit=limit, remaining=remaining, refused=refused
             )
-            self._check_size(method, url, raw)
+            if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
+                raise ResponseTooLargeError(
+                    f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
+                )
             if reporting:
                 elapsed = asyncio.get_running_loop().time() - started
                 self._report(method, url, status, elapsed, attempt, None)
@@ -376,12 +379,6 @@ class HTTPTransport:
             text = str(url)
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
 
-    def _check_size(self, method: str, url: URL, raw: RawResponse) -> None:
-        if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
-            raise ResponseTooLargeError(
-                f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
-            )
-
     def _follow(self, hop: Redirect) -> tuple[str, URL, bytes | None]:
         """The next request of a redirect; after an http->https upgrade, go there directly."""
         if hop.upgraded:
@@ -392,11 +389,10 @@ class HTTPTransport:
         self, method: str, url: URL, text: str, body: bytes | None, opts: CallOptions
     ) -> OutgoingRequest:
         """The request with every header: format, user agent, content type, auth."""
-        accept = CONTENT_TYPES[self.fmt]
-        headers = {"Accept": accept, "User-Agent": self.user_agent}
+        headers = self._headers.copy()
         content_type = None
         if body is not None:
-            content_type = headers["Content-Type"] = accept
+            content_type = headers["Content-Type"] = headers["Accept"]
         headers.update(self.auth.headers_for(method, text, body, content_type))
         return OutgoingRequest(
             method=method,
