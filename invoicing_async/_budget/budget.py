@@ -218,44 +218,38 @@ class Spender:
         if self._pacer is not None:
             await self._pacer.acquire()
         deadline = None if max_wait is None else asyncio.get_running_loop().time() + max_wait
-        taken = await self._try(hold, keep, deadline, max_wait)
-        if taken.__class__ is Grant:
-            return taken
-        # Wait in line: one caller of this process asks the store at a time, so a crowd
-        # of callers does not wake at once and stampede a shared store.
-        line = self._lines.setdefault(keep, asyncio.Lock())
-        try:
-            await asyncio.wait_for(line.acquire(), _left(deadline))
-        except asyncio.TimeoutError:
-            raise _spent(keep, self.wait_for(1, keep), max_wait) from None
+        key = self.budget.key or "default"
+        line: asyncio.Lock | None = None  # held from the first try that found no unit
         try:
             while True:
-                taken = await self._try(hold, keep, deadline, max_wait)
-                if isinstance(taken, Grant):
-                    return taken
-                await asyncio.sleep(min(taken, _SHARED_POLL) if self._shared else taken)
+                operation = self.store.take(key, self.budget, hold=hold, keep=keep)
+                try:
+                    result, view = await (self._call(operation) if self._shared else operation)
+                except BudgetUnavailableError as exc:
+                    # Fail closed: a request whose unit cannot be taken does not go out.
+                    raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+                if view is not None:
+                    self._remember(view)
+                if result.__class__ is Grant:
+                    return result
+                wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
+                left = _left(deadline)
+                if left is not None and wait > left + 1e-9:
+                    raise _spent(keep, wait, max_wait)
+                if line is not None:
+                    await asyncio.sleep(min(wait, _SHARED_POLL) if self._shared else wait)
+                    continue
+                # Wait in line: one caller of this process asks the store at a time, so a
+                # crowd of callers does not wake at once and stampede a shared store.
+                waiting = self._lines.setdefault(keep, asyncio.Lock())
+                try:
+                    await asyncio.wait_for(waiting.acquire(), left)
+                except asyncio.TimeoutError:
+                    raise _spent(keep, self.wait_for(1, keep), max_wait) from None
+                line = waiting
         finally:
-            line.release()
-
-    async def _try(
-        self, hold: float, keep: int, deadline: float | None, max_wait: float | None
-    ) -> Grant | float:
-        """One try: the permit, or the seconds to sleep before the next try."""
-        operation = self.store.take(self.budget.key or "default", self.budget, hold=hold, keep=keep)
-        try:
-            result, view = await (self._call(operation) if self._shared else operation)
-        except BudgetUnavailableError as exc:
-            # Fail closed: a request whose unit cannot be taken does not go out.
-            raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
-        if view is not None:
-            self._remember(view)
-        if result.__class__ is Grant:
-            return result
-        wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
-        left = _left(deadline)
-        if left is not None and wait > left + 1e-9:
-            raise _spent(keep, wait, max_wait)
-        return wait
+            if line is not None:
+                line.release()
 
     async def settle(
         self,
