@@ -68,7 +68,9 @@ class MemoryBudgetStore:
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
     ) -> tuple[Grant | Refusal, None]:
-        return self.ledger(key, params).take(self.now(), hold=hold, keep=keep), None
+        ledger = self._ledgers.get(key) or self.ledger(key, params)
+        now = asyncio.get_running_loop().time() if self._clock is None else self._clock()
+        return ledger.take(now, hold=hold, keep=keep), None
 
     async def settle(
         self,
@@ -80,7 +82,9 @@ class MemoryBudgetStore:
         sent: bool,
         remaining: int | None,
     ) -> None:
-        self.ledger(key, params).settle(self.now(), unit, taken_at, sent=sent, remaining=remaining)
+        ledger = self._ledgers.get(key) or self.ledger(key, params)
+        now = asyncio.get_running_loop().time() if self._clock is None else self._clock()
+        ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
         return self.ledger(key, params).view(self.now())

@@ -337,7 +337,19 @@ class HTTPTransport:
                 max_wait=opts.max_wait, background=opts.background, hold=hold
             )
             self.requests_sent += 1
-            request = self._outgoing(method, url, text, body, opts)
+            headers = self._headers.copy()  # format and user agent, content type, auth
+            content_type = None
+            if body is not None:
+                content_type = headers["Content-Type"] = headers["Accept"]
+            headers.update(self.auth.headers_for(method, text, body, content_type))
+            request = OutgoingRequest(
+                method=method,
+                url=url,
+                headers=headers,
+                body=body,
+                timeout=opts.timeout,
+                max_response_bytes=self.max_response_bytes,
+            )
             reporting = self.on_request is not None or logger.isEnabledFor(logging.DEBUG)
             started = asyncio.get_running_loop().time() if reporting else 0.0
             try:
@@ -384,24 +396,6 @@ class HTTPTransport:
         if hop.upgraded:
             self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
         return hop.method, hop.url, hop.body
-
-    def _outgoing(
-        self, method: str, url: URL, text: str, body: bytes | None, opts: CallOptions
-    ) -> OutgoingRequest:
-        """The request with every header: format, user agent, content type, auth."""
-        headers = self._headers.copy()
-        content_type = None
-        if body is not None:
-            content_type = headers["Content-Type"] = headers["Accept"]
-        headers.update(self.auth.headers_for(method, text, body, content_type))
-        return OutgoingRequest(
-            method=method,
-            url=url,
-            headers=headers,
-            body=body,
-            timeout=opts.timeout,
-            max_response_bytes=self.max_response_bytes,
-        )
 
     def _report(
         self,

@@ -70,8 +70,14 @@ def rate_headers(headers: Headers) -> tuple[int | None, int | None]:
     """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), case-insensitive; a value that is no
     count is unknown (a proxy's garbage must not stop the budget)."""
     ci = headers if headers.__class__ is CIMultiDictProxy else _case_insensitive(headers)
-    limit = _count(ci.get("X-RateLimit-Limit"))
-    remaining = _count(ci.get("X-RateLimit-Remaining"))
+    try:  # int() ignores surrounding blanks
+        limit: int | None = int(ci["X-RateLimit-Limit"])
+    except (KeyError, ValueError):
+        limit = None
+    try:
+        remaining: int | None = int(ci["X-RateLimit-Remaining"])
+    except (KeyError, ValueError):
+        remaining = None
     return (
         limit if limit is not None and limit > 0 else None,
         remaining if remaining is not None and remaining >= 0 else None,
