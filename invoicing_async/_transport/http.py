@@ -439,10 +439,7 @@ class BoundTransport:
     def __init__(self, transport: HTTPTransport, options: CallOptions) -> None:
         self.transport = transport
         self.options = options
-
-    @property
-    def fmt(self) -> Format:
-        return self.transport.fmt
+        self.fmt: Format = transport.fmt
 
     def request(
         self, method: str, path: str, *, body: bytes | None = None, idempotent: bool = False
