@@ -21,7 +21,6 @@ from invoicing_async._transport.failures import SendError, describe_timeout
 from invoicing_async._transport.redirects import (
     MAX_REDIRECTS,
     REDIRECT_STATUSES,
-    Redirect,
     next_hop,
 )
 from invoicing_async._transport.response import (
@@ -387,15 +386,11 @@ class HTTPTransport:
                     status=status, headers=raw.headers, body=raw.body, url=text, method=method
                 )
                 return response, retry_after
-            method, url, body = self._follow(hop)
+            if hop.upgraded:  # upgraded from http to https: go there directly from now on
+                self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
+            method, url, body = hop.method, hop.url, hop.body
             text = str(url)
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
-
-    def _follow(self, hop: Redirect) -> tuple[str, URL, bytes | None]:
-        """The next request of a redirect; after an http->https upgrade, go there directly."""
-        if hop.upgraded:
-            self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
-        return hop.method, hop.url, hop.body
 
     def _report(
         self,
