@@ -268,13 +268,9 @@ class Spender:
             self.server_limit = limit
         if remaining is not None:
             self.server_remaining = remaining if remaining > 0 else 0
+        key = self.budget.key or "default"
         operation = self.store.settle(
-            self.budget.key or "default",
-            self.budget,
-            permit.unit,
-            permit.taken_at,
-            sent=sent,
-            remaining=remaining,
+            key, self.budget, permit.unit, permit.taken_at, sent=sent, remaining=remaining
         )
         # The request is over: a store that fails now must not lose its response. The
         # unit then comes back `period + hold` after it was taken, which is still safe.
