@@ -110,8 +110,7 @@ class MemoryLedger:
         self._drop_moved_on()
 
     def _drop_moved_on(self) -> None:
-        """Drop the queues' first entries while their unit has moved on (back or answered),
-        so that each queue's first entry is a unit out."""
+        """Drop each queue's head while its unit has moved on: a head is always a unit out."""
         units, answered, in_flight = self.units, self._answered, self._in_flight
         while answered and units.get(answered[0][1], _GONE).returns_at != answered[0][0]:
             answered.popleft()

@@ -1,7 +1,6 @@
 """Where a budget's ledger lives: in this process, or shared through SQLite, PostgreSQL or
-Redis. Every operation is one atomic step timed by the store's own clock, answered with
-the ledger's view (counts, never every unit); the in-process store answers None, since its
-ledger is read as it is."""
+Redis. Every operation is one atomic step timed by the store's own clock; a shared store
+answers with the ledger's view (counts, never every unit), the in-process one with None."""
 
 from __future__ import annotations
 

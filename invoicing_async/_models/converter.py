@@ -42,8 +42,7 @@ converter = cattrs.Converter()
 
 class _TextCache(dict[str, Any]):
     """Values parsed from text, by text: `cache[text]` parses a text not seen yet (blank text
-    reads as None, as every hook reads it); a refusal raises and is not kept. Started afresh
-    past 4,096 texts."""
+    reads as None, as every hook reads it); a refusal raises. Holds up to 4,096 texts."""
 
     def __init__(self, parse: Callable[[str], Any]) -> None:
         super().__init__()
