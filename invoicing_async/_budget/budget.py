@@ -217,49 +217,39 @@ class Spender:
         hold = DEFAULT_HOLD if hold is None else hold
         if self._pacer is not None:
             await self._pacer.acquire()
-        loop = asyncio.get_running_loop()
-        deadline = None if max_wait is None else loop.time() + max_wait
-        taken = await self._try(hold, keep, deadline, max_wait)
-        if taken.__class__ is Grant:
-            return taken
-        # Wait in line: one caller of this process asks the store at a time, so a crowd
-        # of callers does not wake at once and stampede a shared store.
-        line = self._lines.setdefault(keep, asyncio.Lock())
-        try:
-            await asyncio.wait_for(line.acquire(), _left(deadline))
-        except asyncio.TimeoutError:
-            raise _spent(keep, self.wait_for(1, keep), max_wait) from None
+        deadline = None if max_wait is None else asyncio.get_running_loop().time() + max_wait
+        key = self.budget.key or "default"
+        line: asyncio.Lock | None = None  # held from the first try that found no unit
         try:
             while True:
-                taken = await self._try(hold, keep, deadline, max_wait)
-                if isinstance(taken, Grant):
-                    return taken
-                await asyncio.sleep(min(taken, _SHARED_POLL) if self._shared else taken)
+                operation = self.store.take(key, self.budget, hold=hold, keep=keep)
+                try:
+                    result, view = await (self._call(operation) if self._shared else operation)
+                except BudgetUnavailableError as exc:
+                    # Fail closed: a request whose unit cannot be taken does not go out.
+                    raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
+                if view is not None:
+                    self._remember(view)
+                if result.__class__ is Grant:
+                    return result
+                wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
+                left = _left(deadline)
+                if left is not None and wait > left + 1e-9:
+                    raise _spent(keep, wait, max_wait)
+                if line is not None:
+                    await asyncio.sleep(min(wait, _SHARED_POLL) if self._shared else wait)
+                    continue
+                # Wait in line: one caller of this process asks the store at a time, so a
+                # crowd of callers does not wake at once and stampede a shared store.
+                waiting = self._lines.setdefault(keep, asyncio.Lock())
+                try:
+                    await asyncio.wait_for(waiting.acquire(), left)
+                except asyncio.TimeoutError:
+                    raise _spent(keep, self.wait_for(1, keep), max_wait) from None
+                line = waiting
         finally:
-            line.release()
-
-    async def _try(
-        self, hold: float, keep: int, deadline: float | None, max_wait: float | None
-    ) -> Grant | float:
-        """One try: the permit, or the seconds to sleep before the next try."""
-        key = self.budget.key or "default"
-        operation = self.store.take(key, self.budget, hold=hold, keep=keep)
-        if not self._shared:
-            result, _ = await operation
-        else:
-            try:
-                result, view = await self._call(operation)
-            except BudgetUnavailableError as exc:
-                # Fail closed: a request whose unit cannot be taken does not go out.
-                raise BudgetUnavailableError(f"{exc}; the request was not sent") from exc
-            self._remember(view)
-        if result.__class__ is Grant:
-            return result
-        wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
-        left = _left(deadline)
-        if left is not None and wait > left + 1e-9:
-            raise _spent(keep, wait, max_wait)
-        return wait
+            if line is not None:
+                line.release()
 
     async def settle(
         self,
@@ -282,21 +272,23 @@ class Spender:
         operation = self.store.settle(
             key, self.budget, permit.unit, permit.taken_at, sent=sent, remaining=remaining
         )
-        if not self._shared:
-            await operation
+        # The request is over: a store that fails now must not lose its response. The
+        # unit then comes back `period + hold` after it was taken, which is still safe.
+        try:
+            view = await (self._call(operation) if self._shared else operation)
+        except BudgetUnavailableError as exc:
+            logger.warning("budget not updated after a request: %s", exc)
         else:
-            # The request is over: a store that fails now must not lose its response. The
-            # unit then comes back `period + hold` after it was taken, which is still safe.
-            try:
-                self._remember(await self._call(operation))
-            except BudgetUnavailableError as exc:
-                logger.warning("budget not updated after a request: %s", exc)
+            if view is not None:
+                self._remember(view)
         return self.wait_for(1, 0) if refused else None
 
     async def refresh(self) -> None:
-        """Ask the store for its view now."""
-        view = self.store.view(self.budget.key or "default", self.budget)
-        self._remember(await self._call(view) if self._shared else await view)
+        """Ask a shared store for its view now (the in-process ledger is read as it is)."""
+        if self._shared:
+            self._remember(
+                await self._call(self.store.view(self.budget.key or "default", self.budget))
+            )
 
     async def _call(self, operation: Awaitable[T]) -> T:
         """Run a shared store's operation; one that fails or stalls fails closed."""

@@ -6,14 +6,17 @@ between, so no window of `period` seconds there holds more than `limit` of ours.
 
 The server's `X-RateLimit-Remaining` is folded in as *phantom* units (others' requests),
 kept as counted blocks; when nothing is left one comes back first as a probe, so the ledger
-never wedges. Every operation is O(log n), and heeding an answer walks the answered units
-taken during its request's flight. SQLite, PostgreSQL and Redis run the same rule,
-tested against `MemoryLedger`."""
+never wedges. A take or a settle is O(log n) in the units out, and heeding an answer walks
+the answered units taken during its request's flight. SQLite, PostgreSQL and Redis run the
+same rule, tested against `MemoryLedger`."""
 
 from __future__ import annotations
 
 import math
+from bisect import insort
+from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush, merge
 from random import getrandbits
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -82,6 +85,9 @@ class LedgerView(NamedTuple):
         return max(0, self.limit - self.in_use)
 
 
+_GONE = Unit("", math.nan, math.nan)  # what an entry of a forgotten unit finds: never equal
+
+
 class MemoryLedger:
     """The ledger's state for one budget key; `units` and `blocks` are read-only outside."""
 
@@ -91,8 +97,12 @@ class MemoryLedger:
         self.units: dict[str, Unit] = {}
         self.blocks: SortedDict[float, int] = SortedDict()
         self.phantoms = 0
-        # Our units by return time, and their take times: how many were taken after one.
-        self._returns: SortedList[tuple[float, str]] = SortedList()
+        # Our units' return times, soonest first: those answered come back `period` after
+        # their answer, so in the order answered (a queue); those in flight `period + hold`
+        # after they were taken (a heap). An entry whose unit has moved on is skipped.
+        self._answered: deque[tuple[float, str]] = deque()
+        self._in_flight: list[tuple[float, str]] = []
+        # Our units' take times: how many were taken after one.
         self._taken: SortedList[float] = SortedList()
         # The server's remaining in the answers to our units out, by take time and id.
         self._heard: SortedDict[tuple[float, str], int] = SortedDict()
@@ -101,30 +111,46 @@ class MemoryLedger:
         del self.units[unit.id]
         self._taken.remove(unit.taken_at)
         self._heard.pop((unit.taken_at, unit.id), None)
+        self._drop_moved_on()
+
+    def _drop_moved_on(self) -> None:
+        """Drop each queue's head while its unit has moved on: a head is always a unit out."""
+        units, answered, in_flight = self.units, self._answered, self._in_flight
+        while answered and units.get(answered[0][1], _GONE).returns_at != answered[0][0]:
+            answered.popleft()
+        while in_flight and units.get(in_flight[0][1], _GONE).returns_at != in_flight[0][0]:
+            heappop(in_flight)
 
     def _soonest(self, *, ours_only: bool = False) -> float:
-        at = self._returns[0][0] if self._returns else math.inf
+        answered, in_flight = self._answered, self._in_flight
+        at = answered[0][0] if answered else math.inf
+        if in_flight and in_flight[0][0] < at:
+            at = in_flight[0][0]
         if self.blocks and not ours_only:
             at = min(at, self.blocks.peekitem(0)[0])
         return at
 
     def _nth_return(self, n: int) -> float:
         """The `n`-th soonest return (1-based) of every unit out, phantoms included."""
-        before = 0  # phantoms coming back sooner than the block looked at
-        for at, count in self.blocks.items():
-            sooner = self._returns.bisect_left((at, "")) + before
-            if sooner >= n:
-                break
-            if sooner + count >= n:
+        units = self.units
+        out = [(at, 1) for at, id in self._in_flight if units.get(id, _GONE).returns_at == at]
+        out.sort()
+        answered = ((at, 1) for at, id in self._answered if units.get(id, _GONE).returns_at == at)
+        seen = 0
+        for at, count in merge(out, answered, self.blocks.items()):
+            seen += count
+            if seen >= n:
                 return at
-            before += count
-        return self._returns[n - before - 1][0]
+        raise AssertionError(f"a refusal counted {n} units out, more than there are")
 
     def expire(self, now: float) -> None:
         """Forget units that have come back."""
-        returns, blocks = self._returns, self.blocks
-        while returns and returns[0][0] <= now:
-            self._forget(self.units[returns.pop(0)[1]])
+        answered, in_flight, units = self._answered, self._in_flight, self.units
+        while answered and answered[0][0] <= now:
+            self._forget(units[answered.popleft()[1]])
+        while in_flight and in_flight[0][0] <= now:
+            self._forget(units[heappop(in_flight)[1]])
+        blocks = self.blocks
         while blocks and blocks.peekitem(0)[0] <= now:
             self.phantoms -= blocks.popitem(0)[1]
 
@@ -136,7 +162,7 @@ class MemoryLedger:
             unit_id = new_unit_id()
             returns_at = now + self.period + hold
             self.units[unit_id] = _tuple(Unit, (unit_id, now, returns_at))
-            self._returns.add((returns_at, unit_id))
+            heappush(self._in_flight, (returns_at, unit_id))
             self._taken.add(now)
             return _tuple(Grant, (unit_id, now))
         # Units that must come back before more than `keep` are free.
@@ -157,13 +183,16 @@ class MemoryLedger:
         self.expire(now)
         unit = self.units.get(unit_id)
         back = now + self.period
-        if unit is not None and (not sent or unit.returns_at > back):
-            self._returns.remove((unit.returns_at, unit_id))
-            if not sent:
-                self._forget(unit)
+        if unit is not None and not sent:
+            self._forget(unit)
+        elif unit is not None and unit.returns_at > back:
+            self.units[unit_id] = _tuple(Unit, (unit_id, unit.taken_at, back))
+            answered = self._answered
+            if answered and answered[-1][0] > back:  # the clock went back
+                insort(answered, (back, unit_id))
             else:
-                self.units[unit_id] = _tuple(Unit, (unit_id, unit.taken_at, back))
-                self._returns.add((back, unit_id))
+                answered.append((back, unit_id))
+            self._drop_moved_on()
         if sent and remaining is not None:
             self.heed_server(now, unit_id, taken_at, remaining)
 

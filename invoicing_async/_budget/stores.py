@@ -1,6 +1,6 @@
 """Where a budget's ledger lives: in this process, or shared through SQLite, PostgreSQL or
-Redis. Every operation is one atomic step timed by the store's own clock, answered with
-the ledger's view (counts, never every unit)."""
+Redis. Every operation is one atomic step timed by the store's own clock; a shared store
+answers with the ledger's view (counts, never every unit), the in-process one with None."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class BudgetStore(Protocol):
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
-    ) -> tuple[Grant | Refusal, LedgerView]: ...
+    ) -> tuple[Grant | Refusal, LedgerView | None]: ...
 
     async def settle(
         self,
@@ -34,7 +34,7 @@ class BudgetStore(Protocol):
         *,
         sent: bool,
         remaining: int | None,
-    ) -> LedgerView: ...
+    ) -> LedgerView | None: ...
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView: ...
 
@@ -66,10 +66,10 @@ class MemoryBudgetStore:
 
     async def take(
         self, key: str, params: LedgerParams, *, hold: float, keep: int
-    ) -> tuple[Grant | Refusal, LedgerView]:
-        ledger = self.ledger(key, params)
-        now = self.now()
-        return ledger.take(now, hold=hold, keep=keep), ledger.view(now)
+    ) -> tuple[Grant | Refusal, None]:
+        ledger = self._ledgers.get(key) or self.ledger(key, params)
+        now = asyncio.get_running_loop().time() if self._clock is None else self._clock()
+        return ledger.take(now, hold=hold, keep=keep), None
 
     async def settle(
         self,
@@ -80,11 +80,10 @@ class MemoryBudgetStore:
         *,
         sent: bool,
         remaining: int | None,
-    ) -> LedgerView:
-        ledger = self.ledger(key, params)
-        now = self.now()
+    ) -> None:
+        ledger = self._ledgers.get(key) or self.ledger(key, params)
+        now = asyncio.get_running_loop().time() if self._clock is None else self._clock()
         ledger.settle(now, unit, taken_at, sent=sent, remaining=remaining)
-        return ledger.view(now)
 
     async def view(self, key: str, params: LedgerParams) -> LedgerView:
         return self.ledger(key, params).view(self.now())

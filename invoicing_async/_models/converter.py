@@ -8,7 +8,6 @@ keys land in `extra`. The names come from the name table, `fields`.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import typing
 from collections.abc import Callable
 from decimal import Decimal
@@ -34,7 +33,6 @@ from invoicing_async.errors import DecodeError
 __all__ = ["check_plain", "converter", "structure"]
 
 M = TypeVar("M", bound=Model)
-T = TypeVar("T")
 
 converter = cattrs.Converter()
 
@@ -42,21 +40,28 @@ converter = cattrs.Converter()
 # -- scalar hooks: accept what either format sends, never go through float --------------
 
 
-def _cached_text_reader(parse: Callable[[str], T]) -> Callable[[str], T | None]:
-    """`parse`, with blank text read as None (as every hook reads it), behind a cache."""
+class _TextCache(dict[str, Any]):
+    """Values parsed from text, by text: `cache[text]` parses a text not seen yet (blank text
+    reads as None, as every hook reads it); a refusal raises. Holds up to 4,096 texts."""
 
-    def read(text: str) -> T | None:
-        return parse(text) if text.strip() else None
+    def __init__(self, parse: Callable[[str], Any]) -> None:
+        super().__init__()
+        self.parse = parse
 
-    return functools.lru_cache(maxsize=4096)(read)
+    def __missing__(self, text: str) -> Any:
+        value = self.parse(text) if text.strip() else None
+        if len(self) >= 4096:
+            self.clear()
+        self[text] = value
+        return value
 
 
 # Amounts, rates and timestamps repeat within a response and across a sync (an invoice's
-# lines share its prices and times): parsed once, the same immutable value is reused.
-# A C-level cache, safe across threads; refusals raise and are not cached.
-decimal_text = _cached_text_reader(parse_decimal)
-datetime_text = _cached_text_reader(parse_datetime)
-date_text = _cached_text_reader(parse_date)
+# lines share its prices and times): parsed once, the same immutable value is reused. A
+# dict lookup in C, safe across threads.
+decimal_text = _TextCache(parse_decimal)
+datetime_text = _TextCache(parse_datetime)
+date_text = _TextCache(parse_date)
 
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
@@ -64,7 +69,7 @@ def _decimal(value: Any, _: Any) -> Decimal | None:
     if cls is Decimal:
         return typing.cast(Decimal, value)
     if cls is str:
-        return decimal_text(value)
+        return decimal_text[value]  # type: ignore[no-any-return]
     if cls is int:
         return Decimal(value)
     if cls is float:
@@ -127,7 +132,7 @@ def _date(value: Any, _: Any) -> dt.date | None:
     if cls is dt.date:
         return typing.cast(dt.date, value)
     if cls is str:
-        return date_text(value)
+        return date_text[value]  # type: ignore[no-any-return]
     if cls is dt.datetime:
         return typing.cast(dt.datetime, value).date()
     raise DecodeError(f"expected a date, got {_kind(value)}")
@@ -139,7 +144,7 @@ def _datetime(value: Any, _: Any) -> dt.datetime | None:
         result = typing.cast(dt.datetime, value)
         return result if result.tzinfo else result.replace(tzinfo=dt.timezone.utc)
     if cls is str:
-        return datetime_text(value)
+        return datetime_text[value]  # type: ignore[no-any-return]
     raise DecodeError(f"expected a datetime, got {_kind(value)}")
 
 
@@ -188,8 +193,8 @@ def check_plain(value: Any, depth: int = 1) -> None:
 # What a field's value is, so the hot loop takes the common cases without a call.
 _OTHER, _TEXT, _INT, _LIST = range(4)
 _KINDS = {str: _TEXT, int: _INT}
-# JSON sends amounts, dates and times as text: parsed once each, by these cached functions.
-_TEXTS: dict[Any, Callable[[str], Any]] = {
+# JSON sends amounts, dates and times as text: parsed once each, by these caches.
+_TEXTS: dict[Any, _TextCache] = {
     Decimal: decimal_text,
     dt.datetime: datetime_text,
     dt.date: date_text,
@@ -212,7 +217,6 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
         for key in read_keys(spec):
             table[key] = entry
     cls_name = cls.__name__
-    lookup = table.get
 
     def structure_model(data: Any, _: Any) -> M:  # noqa: C901 - one loop, kept flat for speed
         if data.__class__ is not dict:
@@ -220,7 +224,10 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
         kwargs: dict[str, Any] = {}
         extra: dict[str, Any] | None = None
         for key, value in data.items():
-            entry = lookup(key)
+            try:
+                entry = table[key]  # a subscript, not a `get` call: once per field
+            except KeyError:
+                entry = None
             if entry is None:
                 if extra is None:
                     extra = {}
@@ -233,11 +240,9 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                         raise DecodeError(f"{cls_name}.{snake_name(key)}: {exc}") from None
                 extra[snake_name(key)] = value
                 continue
-            name, hook, tp, kind, parse = entry
             if value is None:
-                if kind == _LIST:
-                    kwargs[name] = []
-                continue
+                continue  # None, or for a collection its default: empty
+            name, hook, tp, kind, parse = entry
             # Already typed (XML's codec types values; JSON's ints and text): checked only.
             if value.__class__ is tp:
                 if kind == _TEXT:
@@ -253,7 +258,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                     continue
             elif parse is not None and value.__class__ is str:
                 try:
-                    kwargs[name] = parse(value)
+                    kwargs[name] = parse[value]
                     continue
                 except DecodeError:
                     pass  # `hook` says what is wrong, named below

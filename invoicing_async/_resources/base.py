@@ -76,6 +76,7 @@ class Resource:
         today: Callable[[], dt.date] = dt.date.today,
     ) -> None:
         self._transport = transport
+        self._fmt: Format = transport.fmt
         self._validate = validate
         self._today = today
 
@@ -90,10 +91,6 @@ class Resource:
         clone = copy.copy(self)
         clone._transport = transport  # noqa: SLF001 - setting up the copy of self
         return clone
-
-    @property
-    def _fmt(self) -> Format:
-        return self._transport.fmt
 
     def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
         """Raise the 422 the service would give, before spending a request on it (values no

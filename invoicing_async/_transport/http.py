@@ -21,7 +21,6 @@ from invoicing_async._transport.failures import SendError, describe_timeout
 from invoicing_async._transport.redirects import (
     MAX_REDIRECTS,
     REDIRECT_STATUSES,
-    Redirect,
     next_hop,
 )
 from invoicing_async._transport.response import (
@@ -36,7 +35,6 @@ from invoicing_async._transport.sender import (
     DEFAULT_MAX_RESPONSE_BYTES,
     AiohttpSender,
     OutgoingRequest,
-    RawResponse,
     Sender,
 )
 from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
@@ -120,6 +118,7 @@ class HTTPTransport:
         self.user_agent = (
             user_agent or f"invoicing-async/{__version__} aiohttp/{aiohttp.__version__}"
         )
+        self._headers = {"Accept": CONTENT_TYPES[fmt], "User-Agent": self.user_agent}
         self.on_request = on_request
         self.sender: Sender = sender or AiohttpSender(
             session=session, ssl=ssl, trace_configs=trace_configs, trust_env=trust_env
@@ -337,7 +336,19 @@ class HTTPTransport:
                 max_wait=opts.max_wait, background=opts.background, hold=hold
             )
             self.requests_sent += 1
-            request = self._outgoing(method, url, text, body, opts)
+            headers = self._headers.copy()  # format and user agent, content type, auth
+            content_type = None
+            if body is not None:
+                content_type = headers["Content-Type"] = headers["Accept"]
+            headers.update(self.auth.headers_for(method, text, body, content_type))
+            request = OutgoingRequest(
+                method=method,
+                url=url,
+                headers=headers,
+                body=body,
+                timeout=opts.timeout,
+                max_response_bytes=self.max_response_bytes,
+            )
             reporting = self.on_request is not None or logger.isEnabledFor(logging.DEBUG)
             started = asyncio.get_running_loop().time() if reporting else 0.0
             try:
@@ -359,7 +370,10 @@ class HTTPTransport:
             retry_after = await spender.settle(
                 permit, limit=limit, remaining=remaining, refused=refused
             )
-            self._check_size(method, url, raw)
+            if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
+                raise ResponseTooLargeError(
+                    f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
+                )
             if reporting:
                 elapsed = asyncio.get_running_loop().time() - started
                 self._report(method, url, status, elapsed, attempt, None)
@@ -372,40 +386,11 @@ class HTTPTransport:
                     status=status, headers=raw.headers, body=raw.body, url=text, method=method
                 )
                 return response, retry_after
-            method, url, body = self._follow(hop)
+            if hop.upgraded:  # upgraded from http to https: go there directly from now on
+                self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
+            method, url, body = hop.method, hop.url, hop.body
             text = str(url)
         raise RedirectError(f"{method} {url}: more than {MAX_REDIRECTS} redirects")
-
-    def _check_size(self, method: str, url: URL, raw: RawResponse) -> None:
-        if len(raw.body) > self.max_response_bytes:  # a sender that does not stream
-            raise ResponseTooLargeError(
-                f"{method} {url}: response exceeds max_response_bytes={self.max_response_bytes}"
-            )
-
-    def _follow(self, hop: Redirect) -> tuple[str, URL, bytes | None]:
-        """The next request of a redirect; after an http->https upgrade, go there directly."""
-        if hop.upgraded:
-            self._origin = hop.url.with_path(self.base_url.raw_path, encoded=True)
-        return hop.method, hop.url, hop.body
-
-    def _outgoing(
-        self, method: str, url: URL, text: str, body: bytes | None, opts: CallOptions
-    ) -> OutgoingRequest:
-        """The request with every header: format, user agent, content type, auth."""
-        accept = CONTENT_TYPES[self.fmt]
-        headers = {"Accept": accept, "User-Agent": self.user_agent}
-        content_type = None
-        if body is not None:
-            content_type = headers["Content-Type"] = accept
-        headers.update(self.auth.headers_for(method, text, body, content_type))
-        return OutgoingRequest(
-            method=method,
-            url=url,
-            headers=headers,
-            body=body,
-            timeout=opts.timeout,
-            max_response_bytes=self.max_response_bytes,
-        )
 
     def _report(
         self,
@@ -449,10 +434,7 @@ class BoundTransport:
     def __init__(self, transport: HTTPTransport, options: CallOptions) -> None:
         self.transport = transport
         self.options = options
-
-    @property
-    def fmt(self) -> Format:
-        return self.transport.fmt
+        self.fmt: Format = transport.fmt
 
     def request(
         self, method: str, path: str, *, body: bytes | None = None, idempotent: bool = False

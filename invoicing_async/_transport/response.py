@@ -53,25 +53,20 @@ def _case_insensitive(headers: Headers) -> CIMultiDict[str] | CIMultiDictProxy[s
     return CIMultiDict(headers)
 
 
-def _count(raw: str | None) -> int | None:
-    if raw is None:
-        return None
+def _header_int(headers: CIMultiDict[str] | CIMultiDictProxy[str], name: str) -> int | None:
+    """A header's count (int() ignores surrounding blanks), or None: missing or no count."""
     try:
-        return int(raw.strip())
-    except ValueError:
+        return int(headers[name])
+    except (KeyError, ValueError):
         return None
-
-
-def _header_int(headers: Headers, name: str) -> int | None:
-    return _count(_case_insensitive(headers).get(name))
 
 
 def rate_headers(headers: Headers) -> tuple[int | None, int | None]:
     """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), case-insensitive; a value that is no
     count is unknown (a proxy's garbage must not stop the budget)."""
     ci = headers if headers.__class__ is CIMultiDictProxy else _case_insensitive(headers)
-    limit = _count(ci.get("X-RateLimit-Limit"))
-    remaining = _count(ci.get("X-RateLimit-Remaining"))
+    limit = _header_int(ci, "X-RateLimit-Limit")
+    remaining = _header_int(ci, "X-RateLimit-Remaining")
     return (
         limit if limit is not None and limit > 0 else None,
         remaining if remaining is not None and remaining >= 0 else None,
@@ -108,7 +103,7 @@ def is_budget_refusal(status: int, headers: Headers, body: bytes) -> bool:
     """A 403 that means "hourly budget spent", told apart from other refusals."""
     if status != 403:
         return False
-    remaining = _header_int(headers, "X-RateLimit-Remaining")
+    remaining = _header_int(_case_insensitive(headers), "X-RateLimit-Remaining")
     if remaining is not None:
         return remaining <= 0  # the header decides when the server sent it
     return bool(_RATE_BODY.search(body[:2000]))

@@ -131,7 +131,7 @@ class AiohttpSender:
                 request.method,
                 request.url,
                 data=request.body,
-                headers=dict(request.headers),
+                headers=request.headers,
                 allow_redirects=False,
                 timeout=request.timeout,
                 ssl=self._ssl if self._ssl is not None else True,
