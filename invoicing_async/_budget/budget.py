@@ -207,12 +207,18 @@ class Spender:
             )
 
     async def take(
-        self, *, max_wait: float | None = None, background: bool = False, hold: float | None = None
+        self,
+        *,
+        max_wait: float | None = None,
+        background: bool = False,
+        hold: float | None = None,
+        on_wait: Callable[[float], None] | None = None,
     ) -> Grant:
         """Wait for a unit and take it.
 
         Raises `RateLimitExceeded` at once when the wait would exceed `max_wait` seconds (`None`
-        waits as long as it takes). `background` work leaves the `reserve` alone."""
+        waits as long as it takes). `background` work leaves the `reserve` alone. `on_wait`
+        hears the seconds waited when the first try was refused (for tracing)."""
         keep = self.budget.reserve if background else 0
         hold = DEFAULT_HOLD if hold is None else hold
         if self._pacer is not None:
@@ -220,6 +226,7 @@ class Spender:
         deadline = None if max_wait is None else asyncio.get_running_loop().time() + max_wait
         key = self.budget.key or "default"
         line: asyncio.Lock | None = None  # held from the first try that found no unit
+        refused_at: float | None = None
         try:
             while True:
                 operation = self.store.take(key, self.budget, hold=hold, keep=keep)
@@ -231,7 +238,11 @@ class Spender:
                 if view is not None:
                     self._remember(view)
                 if result.__class__ is Grant:
+                    if refused_at is not None and on_wait is not None:
+                        on_wait(asyncio.get_running_loop().time() - refused_at)
                     return result
+                if refused_at is None:
+                    refused_at = asyncio.get_running_loop().time()
                 wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
                 left = _left(deadline)
                 if left is not None and wait > left + 1e-9:

@@ -331,9 +331,13 @@ class HTTPTransport:
         hold = opts.timeout.total  # a request's time in flight is bounded by its timeout
         text = str(url)  # formatted once per hop: auth, loop detection and the response
         seen: frozenset[str] = frozenset()
+        traced = _telemetry.current_call()
         for _ in range(MAX_REDIRECTS + 1):
             permit = await spender.take(
-                max_wait=opts.max_wait, background=opts.background, hold=hold
+                max_wait=opts.max_wait,
+                background=opts.background,
+                hold=hold,
+                on_wait=None if traced is None else traced.note_budget_wait,
             )
             self.requests_sent += 1
             headers = self._headers.copy()  # format and user agent, content type, auth

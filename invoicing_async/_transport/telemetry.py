@@ -51,6 +51,17 @@ class _Call:
     sends: int = 0
     last_status: int | None = None
     last_error: str | None = None
+    budget_wait: float = 0.0  # seconds the budget held the first send back
+
+    def note_budget_wait(self, seconds: float) -> None:
+        """The budget refused this call's first unit and granted it `seconds` later."""
+        if self.sends == 0:
+            self.budget_wait += seconds
+
+
+def current_call() -> _Call | None:
+    """The traced call in progress in this context, if any (None without tracing)."""
+    return _CALL.get()
 
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
@@ -163,11 +174,13 @@ class TracedSender:
 
 
 def _before_send(call: _Call, now: float) -> None:
-    waited = now - call.last
     if call.sends == 0:
-        if waited >= _WAIT_WORTH_TELLING:
-            call.span.add_event("invoicing.budget.wait", {"invoicing.wait.seconds": waited})
+        # The budget's own wait, not the call's time before its send (a busy loop is no wait).
+        if call.budget_wait >= _WAIT_WORTH_TELLING:
+            attributes = {"invoicing.wait.seconds": call.budget_wait}
+            call.span.add_event("invoicing.budget.wait", attributes)
         return
+    waited = now - call.last
     if call.last_status is not None and 300 <= call.last_status < 400:
         call.span.add_event("http.redirect", {"http.response.status_code": call.last_status})
         return
