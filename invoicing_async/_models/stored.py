@@ -22,7 +22,7 @@ from invoicing_async._models.documents import (
 from invoicing_async._models.invoice import Invoice
 from invoicing_async._models.payloads import unwrap_root
 from invoicing_async._models.strict_json import checked_invoice, invoice_columns
-from invoicing_async._wire.json import decode_json, encode_document, split_members
+from invoicing_async._wire.json import decode_json, encode_json, split_members
 from invoicing_async._wire.xml import BadMember, decode_xml_members
 from invoicing_async.errors import DecodeError
 
@@ -99,7 +99,7 @@ def _json_member(raw: bytes, keep_values: bool) -> InvoiceDocument | MemberError
     except DecodeError as exc:
         inner = tree if root is None else unwrap_root(tree)[1]
         return MemberError(ident=member_id(inner), error=str(exc))
-    stored = raw if root == "invoice" else encode_document("invoice", member)
+    stored = raw if root == "invoice" else encode_json("invoice", member)
     return InvoiceDocument.of(invoice, stored)
 
 
@@ -130,7 +130,7 @@ def _xml_members(body: bytes, limit: int) -> list[InvoiceDocument | MemberError]
         except DecodeError as exc:
             judged.append(MemberError(ident=member_id(tree), error=str(exc)))
             return
-        judged.append(InvoiceDocument.of(invoice, encode_document("invoice", tree)))
+        judged.append(InvoiceDocument.of(invoice, encode_json("invoice", tree)))
 
     root = decode_xml_members(body, add, check_root, judge_members=True)
     check_root(root)

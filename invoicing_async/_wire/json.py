@@ -11,7 +11,7 @@ import codecs
 import datetime as dt
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -31,7 +31,6 @@ from invoicing_async.errors import DecodeError
 __all__ = [
     "array_pieces",
     "decode_json",
-    "encode_document",
     "encode_json",
     "iter_members",
     "json_text",
@@ -188,22 +187,16 @@ def _decimal_text(value: Any) -> str:
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
-def encode_document(root: str, member: Any) -> bytes:
-    """A decoded member as a stored document (`{"invoice": {…}}`), the keys and values as
-    decoded, decimals as exact strings; `load_model` reads it back."""
-    return _dumps({root: member})
+def encode_json(root: str | None, data: Any) -> bytes:
+    """Compact JSON of `data` wrapped in `root` (`{"invoice": data}`; `root=None` sends it
+    bare), decimals as exact strings; also how a decoded member is stored, which
+    `load_model` reads back.
 
-
-def encode_json(root: str | None, data: Mapping[str, Any] | list[Any]) -> bytes:
-    """Encode `data` wrapped in `root` (`{"invoice": data}`); `root=None` sends it bare."""
-    return _dumps(data if root is None else {root: data})
-
-
-def _dumps(value: Any) -> bytes:
-    """Compact JSON, decimals as exact strings. orjson writes it (5x faster than
-    `json.dumps`, whose `default` call per amount and timestamp cost an XML sync ~20% of
-    its CPU); what orjson refuses (an integer past 64 bits, a key that is no string, a lone
-    surrogate) goes through `json.dumps`, which writes the same bytes for everything else."""
+    orjson writes it (5x faster than `json.dumps`, whose `default` call per amount and
+    timestamp cost an XML sync ~20% of its CPU); what orjson refuses (an integer past 64
+    bits, a key that is no string, a lone surrogate) goes through `json.dumps`, which
+    writes the same bytes for everything else."""
+    value = data if root is None else {root: data}
     try:
         return orjson.dumps(value, default=_decimal_text)
     except orjson.JSONEncodeError:

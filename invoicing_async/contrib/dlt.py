@@ -1,34 +1,10 @@
 """A dlt source for the Invoicing Service: an account's invoices into any dlt destination.
 
-``pipeline.run(invoicing_source(base_url=…))`` loads three resources:
-
-- `invoices`, merged on `id`, with its child tables `invoices__details`,
-  `invoices__payments` and `invoices__history`, yielded as Arrow tables (exact
-  decimal128 money and rates, date32 dates, timestamps in UTC; Parquet load files) of up
-  to 10,000 invoices each. Incremental by revision with the sync engine's own plan
-  (`plan_sync`): one sync list, the `{id: revision}` read back from the destination's
-  `invoices` table (never kept in dlt's state, which would grow to millions of entries),
-  then only new and changed invoices fetched, 100 a request: 1 + ceil(changed / 100)
-  requests. Invoices deleted on the service are deleted (default strategy
-  `delete-insert`) or, with `scd2=True`, their current row is closed (`_dlt_valid_to`):
-  every revision is kept with its validity, a change history for free.
-- `recurring_templates` (with `recurring_templates__details`) and `current_session`,
-  Arrow tables too, replaced on each load (one request each).
-
-The invoices come from the sync engine's own fetch phase (`SyncEngine.fetch_phase`):
-the same plan, retries of missing ids, batch-failure limit, read-too-early rule and
-quarantine. An invoice that cannot be read, or that holds a value its column cannot
-(more decimal places than the column, past its precision, a timestamp out of range in
-UTC, text that is not UTF-8), is quarantined with its reason: logged, listed in the
-`quarantine` table, tried again when its revision changes or `quarantine_for` passes;
-every other invoice loads. The pending plan (quarantined ids, rechecks) lives in the
-resource's dlt state, a handful of entries, committed with the load.
-
-A destination that lost the table (first load, dropped dataset, a refresh that resets
-the resource's state) gives an empty `{id: revision}`: the load is then a full one.
-When the budget runs out, the load stops cleanly after the last fetched batch (or
-waits, with `wait_for_budget=True`): the next run starts from what reached the
-destination.
+``pipeline.run(invoicing_source(base_url=…))`` loads `invoices` (merged on `id`, with its
+child tables, incremental by revision against the `{id: revision}` read back from the
+destination), `recurring_templates` and `current_session` as Arrow tables. The invoices
+come from the sync engine's own fetch phase, with its retries and quarantine. The guide
+(Pipelines and analytics) tells how loads, deletions, scd2 and the budget behave.
 """
 
 from __future__ import annotations

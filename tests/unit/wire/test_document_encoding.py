@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models.documents import load_model
-from invoicing_async._wire.json import encode_document, json_text
+from invoicing_async._wire.json import encode_json, json_text
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.models import Invoice
 from invoicing_async.testing._writers import dump_list
@@ -33,7 +33,7 @@ def test_decoded_xml_invoices_are_stored_as_json_dumps_wrote_them(
 ) -> None:
     _, members = decode_xml(dump_list(invoices, "xml", Invoice))
     for member, invoice in zip(members, invoices, strict=True):
-        stored = encode_document("invoice", member)
+        stored = encode_json("invoice", member)
         assert stored == _json_dumps("invoice", member)
         assert load_model(stored, "json", Invoice) == load_model(
             _json_dumps("invoice", member), "json", Invoice
@@ -63,12 +63,12 @@ TREES = st.recursive(
 @settings(deadline=None)
 @given(st.dictionaries(st.text(), TREES, max_size=6))
 def test_any_decoded_value_is_written_as_json_dumps_wrote_it(member: dict[str, Any]) -> None:
-    assert encode_document("invoice", member) == _json_dumps("invoice", member)
+    assert encode_json("invoice", member) == _json_dumps("invoice", member)
 
 
 def test_values_orjson_refuses_go_through_json_dumps() -> None:
     member = {"x_big": 2**80, "x_lone": "a\ud800b", "total": Decimal("-0.00")}
-    stored = encode_document("invoice", member)
+    stored = encode_json("invoice", member)
     assert stored == _json_dumps("invoice", member)
     assert b"1208925819614629174706176" in stored
 
@@ -80,7 +80,7 @@ def test_amounts_and_times_keep_their_exact_form() -> None:
         "at": dt.datetime(2026, 1, 2, 3, 4, 5, 60, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
         "on": dt.date(999, 1, 1),
     }
-    assert encode_document("invoice", member) == (
+    assert encode_json("invoice", member) == (
         b'{"invoice":{"price":"60.5","tiny":"0.0000001",'
         b'"at":"2026-01-02T03:04:05.000060-05:00","on":"0999-01-01"}}'
     )
