@@ -325,12 +325,8 @@ async def _import(path: Path, jobs: Jobs) -> int:
         if not exc.in_rows:  # the file itself: unreadable, not a regular file, too large
             _error(str(exc))
             return 1
-        problems = exc.problems
-    else:
-        problems = ()
-    if problems:
-        _error(f"{path}: {len(problems)} bad rows; nothing imported")
-        for line in problems:
+        _error(f"{path}: {len(exc.problems)} bad rows; nothing imported")
+        for line in exc.problems:
             print(f"  {printable(line)}", file=sys.stderr)
         return 1
     async with jobs.pool.connection() as conn:

@@ -7,7 +7,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -118,17 +118,11 @@ class RawOperations(Generic[Target]):
     def __dir__(self) -> list[str]:
         return sorted(self._names)
 
-    if TYPE_CHECKING:
-
-        def __getattr__(self, name: str) -> Callable[..., Coroutine[Any, Any, APIResponse[Any]]]:
-            """An operation of the target, by name (typed loosely: see its method)."""
-
-    else:
-
-        def __getattr__(self, name: str) -> Callable[..., Coroutine[Any, Any, APIResponse[Any]]]:
-            if name not in self._names:
-                raise AttributeError(f"no operation {name!r} with a raw response")
-            return self._wrap(name)
+    def __getattr__(self, name: str) -> Callable[..., Coroutine[Any, Any, APIResponse[Any]]]:
+        """An operation of the target, by name (typed loosely: see its method)."""
+        if name not in self._names:
+            raise AttributeError(f"no operation {name!r} with a raw response")
+        return self._wrap(name)
 
     def _wrap(self, name: str) -> Callable[..., Coroutine[Any, Any, APIResponse[Any]]]:
         bound, rewire = self._bound, self._rewire

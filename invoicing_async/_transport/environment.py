@@ -1,12 +1,6 @@
-"""Client settings from environment variables, as `InvoicingClient.from_env()` and the
-command line read them: secrets come from the environment, never from arguments.
-
-- `INVOICING_BASE_URL`: the account's host (required);
-- `INVOICING_FORMAT`: `xml` (default) or `json`;
-- `INVOICING_USERNAME` and `INVOICING_PASSWORD`: HTTP Basic; or
-- `INVOICING_CONSUMER_KEY`, `INVOICING_CONSUMER_SECRET`, `INVOICING_TOKEN` and
-  `INVOICING_TOKEN_SECRET`: OAuth 1.0a.
-"""
+"""Client settings from the `INVOICING_*` environment variables (the client guide lists
+them), as `InvoicingClient.from_env()` and the command line read them: secrets come from
+the environment, never from arguments."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import email.utils
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -132,29 +133,17 @@ def error_for(
     if 200 <= status < 300:
         return None
 
-    def make(cls: type[HTTPStatusError], message: str) -> HTTPStatusError:
-        return cls(message, status=status, method=method, url=url, headers=headers, body=body)
+    def make(cls: Callable[..., HTTPStatusError], *args: Any, **kwargs: Any) -> HTTPStatusError:
+        return cls(
+            *args, status=status, method=method, url=url, headers=headers, body=body, **kwargs
+        )
 
     if status == 422:
-        return ValidationError(
-            load_field_errors(body, fmt),
-            status=status,
-            method=method,
-            url=url,
-            headers=headers,
-            body=body,
-        )
+        return make(ValidationError, load_field_errors(body, fmt))
     if is_budget_refusal(status, headers, body):
         when = f"; capacity returns in ~{retry_after:.0f}s" if retry_after is not None else ""
-        return RateLimitExceeded(
-            f"hourly request budget spent (the server refused){when}",
-            retry_after=retry_after,
-            status=status,
-            method=method,
-            url=url,
-            headers=headers,
-            body=body,
-        )
+        message = f"hourly request budget spent (the server refused){when}"
+        return make(RateLimitExceeded, message, retry_after=retry_after)
     if status in _STATUS_ERRORS:
         return make(*_STATUS_ERRORS[status])
     if status >= 500:

@@ -181,12 +181,6 @@ def json_text(value: Any) -> str:
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
-def _decimal_text(value: Any) -> str:
-    if value.__class__ is Decimal:
-        return format_decimal(value)
-    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
 def encode_json(root: str | None, data: Any) -> bytes:
     """Compact JSON of `data` wrapped in `root` (`{"invoice": data}`; `root=None` sends it
     bare), decimals as exact strings; also how a decoded member is stored, which
@@ -198,7 +192,7 @@ def encode_json(root: str | None, data: Any) -> bytes:
     writes the same bytes for everything else."""
     value = data if root is None else {root: data}
     try:
-        return orjson.dumps(value, default=_decimal_text)
+        return orjson.dumps(value, default=json_text)
     except orjson.JSONEncodeError:
         return json.dumps(
             value, default=json_text, ensure_ascii=False, separators=(",", ":")

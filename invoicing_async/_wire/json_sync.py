@@ -1,14 +1,7 @@
 """The JSON sync list's fast path: `[{"invoice": {"id": 1, "revision": 2}}, …]` into two
-integer arrays, parsed and checked in C by msgspec.
-
-The sync list is read on every run, and in a steady state it is most of a run's work.
-Only its usual shape is taken here: members wrapped in `invoice`, each with exactly an
-integer `id` and `revision` within 64 bits. Anything else (text integers, bare members,
-other fields, a root object, malformed text) gives up, and the caller's general reader
-gives the same pairs for this shape and the right error or reading for any other. Read a
-piece at a time (`array_pieces`), the cost per entry is the same at any length, and only
-the two arrays outlive a piece.
-"""
+integer arrays, parsed and checked in C by msgspec, a piece at a time (the cost per entry
+is the same at any length). The sync list is most of a steady run's work. Any other shape
+gives up (None), and the caller's general reader reads it or names the error."""
 
 from __future__ import annotations
 
