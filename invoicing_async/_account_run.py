@@ -1,9 +1,6 @@
 """One run of one account's sync: the single place that wires credentials, client, budget,
 store and engine (for `sync`, `sync-many`, `demo` and the worker), logs its start and end,
-and turns whatever happens into one `RunOutcome`.
-
-Exit codes: 0 complete (or a dry run done), 1 error, 3 "run again later" (incomplete,
-stopped for the budget, or locked by another run); 2 and 130 are the command line's."""
+and turns whatever happens into one `RunOutcome` (and its exit code)."""
 
 from __future__ import annotations
 

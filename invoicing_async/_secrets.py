@@ -1,9 +1,6 @@
 """Secret references (``env:VAR``, ``file:/path``): parsed, confined and read in one place.
-
-A `SecretPolicy`, configured on the reading process (never stored with the accounts),
-confines references: variables under a prefix, owner-only regular files under a directory
-only this user (or root) can write, opened component by component without following
-symlinks, without blocking, with a timeout. Secrets read are remembered for `redact`."""
+A `SecretPolicy`, set on the reading process and never stored with the accounts, confines
+them (fleets guide); secrets read are remembered for `redact`."""
 
 from __future__ import annotations
 

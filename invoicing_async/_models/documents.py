@@ -1,8 +1,5 @@
-"""Whole documents read back: response bodies of either format -> models.
-
-Names, roots and every body the client writes live in `payloads`; `dump_model` is
-re-exported here for the modules that read and write whole documents (the store).
-"""
+"""Whole documents read back: response bodies of either format -> models (what the client
+writes lives in `payloads`)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import attrs
 from invoicing_async._models.base import Model
 from invoicing_async._models.converter import structure
 from invoicing_async._models.fields import snake_name
-from invoicing_async._models.payloads import ROOTS, Format, dump_model, unwrap_root
+from invoicing_async._models.payloads import ROOTS, Format, unwrap_root
 from invoicing_async._models.session import SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs
@@ -25,7 +22,6 @@ from invoicing_async.errors import DecodeError, FieldError
 __all__ = [
     "Format",
     "MemberError",
-    "dump_model",
     "each_member",
     "each_model_batch",
     "list_root_check",

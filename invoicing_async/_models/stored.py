@@ -13,14 +13,13 @@ from invoicing_async._models.converter import structure
 from invoicing_async._models.documents import (
     Format,
     MemberError,
-    dump_model,
     list_root_check,
     load_model,
     member_id,
     unwrap_member,
 )
 from invoicing_async._models.invoice import Invoice
-from invoicing_async._models.payloads import unwrap_root
+from invoicing_async._models.payloads import dump_model, unwrap_root
 from invoicing_async._models.strict_json import checked_invoice, invoice_columns
 from invoicing_async._wire.json import decode_json, encode_json, split_members
 from invoicing_async._wire.xml import BadMember, decode_xml_members

@@ -1,13 +1,7 @@
 """The strict struct of an invoice: a JSON sync-fetch member that fits it is one the
-converter reads too, checked in C as it is decoded, without building a model.
-
-The struct accepts less than the converter: only the types the service sends (integers,
-amounts as plain decimal text or integers, RFC 3339 dates and times, lists of objects),
-and null for every other name the converter reads an attribute under, so a hyphenated or
-request-named duplicate never slips past. Fields the models do not know are skipped
-unread, so the member's bytes are first screened for what the converter's reader would
-refuse there. A member that does not fit is no error: the converter reads it and decides.
-"""
+converter reads too, checked in C as it is decoded, without building a model. It accepts
+less than the converter (only what the service sends); a member that does not fit is no
+error: the converter reads it and decides."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The receiver of the service's push notifications (form POST `invoice_id`, `state`), and
-its adapters for aiohttp and ASGI.
-
-The service signs nothing, so a secret of ours is required, in the URL's path or an
-`X-Push-Secret` header (else 403). Pushed ids are de-duplicated and leave the receiver
-only once they are stored."""
+its adapters for aiohttp and ASGI; the push guide tells how the secret and the ids go."""
 
 from __future__ import annotations
 

@@ -348,9 +348,7 @@ async def _invoices(
     stored = _stored_revisions(dlt.current.pipeline(), scd2=scd2) if loaded else SyncRevisions()
     # The table was dropped behind dlt's back: a new hint makes a new schema version,
     # which has dlt create the missing tables again.
-    rebuild: dict[str, Any] | None = None
-    if stored is None:
-        rebuild = {"x-invoicing-rebuilt": int(time.time())}
+    rebuild = None if stored is not None else {"x-invoicing-rebuilt": int(time.time())}
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:

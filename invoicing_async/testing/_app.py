@@ -16,9 +16,8 @@ import attrs
 from aiohttp import web
 
 from invoicing_async._models.converter import structure
-from invoicing_async._models.documents import Format, dump_model
 from invoicing_async._models.fields import FieldSpec, field_specs, snake_name, wire_key
-from invoicing_async._models.payloads import unwrap_root
+from invoicing_async._models.payloads import Format, dump_model, unwrap_root
 from invoicing_async._wire.json import decode_json
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.errors import DecodeError, FieldError

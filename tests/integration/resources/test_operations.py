@@ -17,7 +17,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._models.documents import dump_model
+from invoicing_async._models.payloads import dump_model
 from invoicing_async._wire.json import decode_json
 from invoicing_async._wire.xml import decode_xml
 from invoicing_async.testing._writers import dump_list, dump_sync_entries

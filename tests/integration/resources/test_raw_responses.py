@@ -10,7 +10,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._models.documents import dump_model
+from invoicing_async._models.payloads import dump_model
 from invoicing_async._resources.invoices import InvoicesResource
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async.testing._writers import dump_sync_entries

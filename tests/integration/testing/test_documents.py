@@ -8,7 +8,7 @@ from decimal import Decimal
 import attrs
 import pytest
 
-from invoicing_async._models.documents import Format, dump_model
+from invoicing_async._models.payloads import Format, dump_model
 from invoicing_async.models import (
     Invoice,
     InvoiceDetail,

@@ -13,7 +13,7 @@ import pytest
 
 import invoicing_async as ia
 from invoicing_async import models as m
-from invoicing_async._models.documents import Format, dump_model
+from invoicing_async._models.payloads import Format, dump_model
 from invoicing_async._resources.base import sets_attributes_only
 from invoicing_async._transport.retry import is_repeatable
 from invoicing_async.errors import APITimeoutError

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from invoicing_async._models import export, stored
-from invoicing_async._models.documents import MemberError, dump_model, load_model
+from invoicing_async._models.documents import MemberError, load_model
 from invoicing_async._models.fields import field_specs, read_keys
+from invoicing_async._models.payloads import dump_model
 from invoicing_async._models.stored import InvoiceDocument, load_invoice_documents
 from invoicing_async._wire.scalars import parse_date, parse_datetime
 from invoicing_async.errors import DecodeError
