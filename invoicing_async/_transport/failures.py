@@ -37,32 +37,21 @@ def connection_failure(
 ) -> SendError:
     """The `SendError` for an exception raised while sending `method url`."""
     where = f"{method} {url}"
+    cause: BaseException | None = exc  # kept as the error's cause unless it leaks headers
+    connected, retryable = not isinstance(exc, aiohttp.ClientConnectorError), True
+    cls: type[APIConnectionError] = APIConnectionError
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        cls, text = APITimeoutError, f"{where} timed out ({describe_timeout(timeout)})"
         connected = not isinstance(exc, aiohttp.ConnectionTimeoutError)
-        error: APIConnectionError = APITimeoutError(
-            f"{where} timed out ({describe_timeout(timeout)})", method=method, url=str(url)
-        )
-        error.__cause__ = exc
-        return SendError(error, connected=connected)
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        error = APIConnectionError(
-            f"{where}: TLS certificate not trusted: {exc.certificate_error}",
-            method=method,
-            url=str(url),
-        )
-        error.__cause__ = exc
-        # Retrying cannot fix a certificate.
-        return SendError(error, connected=True, retryable=False)
-    if isinstance(exc, aiohttp.ClientResponseError):
+    elif isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        text = f"{where}: TLS certificate not trusted: {exc.certificate_error}"
+        connected, retryable = True, False  # retrying cannot fix a certificate
+    elif isinstance(exc, aiohttp.ClientResponseError):
         # Carries request_info (headers, Authorization included): keep only its words.
         detail = f"{type(exc).__name__}: {exc.status} {exc.message}".strip()
-        error = APIConnectionError(
-            f"{where}: connection failed: {detail}", method=method, url=str(url)
-        )
-        return SendError(error, connected=True)
-    connected = not isinstance(exc, aiohttp.ClientConnectorError)
-    error = APIConnectionError(
-        f"{where}: connection failed: {type(exc).__name__}: {exc}", method=method, url=str(url)
-    )
-    error.__cause__ = exc
-    return SendError(error, connected=connected)
+        text, connected, cause = f"{where}: connection failed: {detail}", True, None
+    else:
+        text = f"{where}: connection failed: {type(exc).__name__}: {exc}"
+    error = cls(text, method=method, url=str(url))
+    error.__cause__ = cause
+    return SendError(error, connected=connected, retryable=retryable)

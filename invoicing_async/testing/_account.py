@@ -314,8 +314,7 @@ class Account:
             if invoice.invoice_date is None:
                 invoice.invoice_date = today
             if invoice.invoice_id is None:
-                year = invoice.invoice_date.year
-                invoice.invoice_id = self.next_invoice_number(year)
+                invoice.invoice_id = self.next_invoice_number(invoice.invoice_date.year)
             invoice.concept_id = None
             self.add_history(invoice, f"invoice_sent_{method}")
             if invoice.state == "draft":
@@ -389,11 +388,11 @@ class Account:
 
     def advanced_filter(self, params: Mapping[str, Any]) -> list[Invoice]:
         """Equality on any invoice attribute given (`state`, `contact_id`, …)."""
-        result = []
-        for invoice in self.invoices.values():
-            if all(str(getattr(invoice, k, None)) == str(v) for k, v in params.items()):
-                result.append(invoice)
-        return result
+        return [
+            invoice
+            for invoice in self.invoices.values()
+            if all(str(getattr(invoice, k, None)) == str(v) for k, v in params.items())
+        ]
 
     def sync_list(self) -> list[SyncEntry]:
         return [SyncEntry(id=i, revision=inv.revision or 0) for i, inv in self.invoices.items()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -151,12 +152,7 @@ def add_period(day: dt.date, frequency_type: int, frequency: int) -> dt.date:
     month = day.month - 1 + step_months
     year = day.year + month // 12
     month = month % 12 + 1
-    for dom in (day.day, 30, 29, 28):
-        try:
-            return dt.date(year, month, dom)
-        except ValueError:
-            continue
-    return dt.date(year, month, 28)
+    return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
 # -- line changes of an update, as Rails' `details_attributes` applies them: the same for
