@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -193,10 +193,5 @@ class Store(Protocol):
 async def store_dataframes(store: Store) -> tuple[pandas.DataFrame, pandas.DataFrame]:
     """(invoices, lines) of every live invoice in `store`, typed as `invoices_dataframe` and
     `details_dataframe` type them; read from JSON documents when the store has them."""
-    iter_documents = getattr(store, "iter_documents", None)
-    items: list[Any]
-    if iter_documents is not None:
-        items = [document async for document in iter_documents()]
-    else:
-        items = [invoice async for invoice in store.iter_invoices()]
-    return dataframes(items)
+    each = getattr(store, "iter_documents", store.iter_invoices)
+    return dataframes([item async for item in each()])

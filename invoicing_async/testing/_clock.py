@@ -14,10 +14,7 @@ class FakeClock:
         self._frozen = frozen
         self._base_real = time.time()
         self._base_mono = time.monotonic()
-        start = start or dt.datetime.now(dt.timezone.utc)
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=dt.timezone.utc)
-        self._offset = start.timestamp() - self._base_real
+        self.set(start or dt.datetime.now(dt.timezone.utc))
 
     def _real(self) -> float:
         return self._base_real if self._frozen else time.time()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from oauthlib import oauth1
@@ -68,11 +68,10 @@ class OAuth1Verifier:
     """One consumer and an access token per account; `verify` returns the username whose
     token signed a request, or None for any bad, stale or replayed one."""
 
-    def __init__(self, *, wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(self) -> None:
         self.consumer_key = _key()
         self.consumer_secret = _key()
         self.tokens: dict[str, tuple[str, str]] = {}  # token -> (secret, username)
-        self._wall_clock = wall_clock
         self._validator = _Validator(self)
         self._endpoint = oauth1.ResourceEndpoint(self._validator)
         self._nonces: dict[tuple[str, str, str, str | None], int] = {}
@@ -93,7 +92,7 @@ class OAuth1Verifier:
     def first_use(self, client_key: str, timestamp: str, nonce: str, token: str | None) -> bool:
         """Record a nonce; False when seen with the same timestamp, key and token (nonces past
         the timestamp window are forgotten)."""
-        oldest = int(self._wall_clock()) - self._validator.timestamp_lifetime
+        oldest = int(time.time()) - self._validator.timestamp_lifetime
         if len(self._nonces) > 1000:
             self._nonces = {k: ts for k, ts in self._nonces.items() if ts >= oldest}
         key = (client_key, timestamp, nonce, token)
