@@ -6,13 +6,14 @@ import calendar
 import datetime as dt
 import re
 from collections.abc import Callable, Iterable, Mapping
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any, TypeVar
 
 import attrs
 
 from invoicing_async._models.base import DetailLine
 from invoicing_async._resources.validation import check_invoice, check_template
+from invoicing_async._wire.scalars import MAX_NUMBER_CHARS
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     Invoice,
@@ -85,7 +86,14 @@ def compute_detail_totals(
 def compute_invoice_totals(
     invoice: Invoice | RecurringTemplate, tax_rates: Mapping[int, Decimal]
 ) -> None:
-    """Totals from the lines, the discount (a percentage) and the tax rates."""
+    """Totals from the lines, the discount (a percentage) and the tax rates, exact for any
+    amount the client may send (the default 28 digits refused a price of 1E+30 to cents)."""
+    with localcontext() as exact:
+        exact.prec = 2 * MAX_NUMBER_CHARS + 10
+        _totals(invoice, tax_rates)
+
+
+def _totals(invoice: Invoice | RecurringTemplate, tax_rates: Mapping[int, Decimal]) -> None:
     incl = bool(getattr(invoice, "prices_are_incl_tax", False))
     show_tax = getattr(invoice, "show_tax", True) is not False
     factor = 1 - (invoice.discount or Decimal(0)) / 100

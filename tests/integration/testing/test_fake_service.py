@@ -374,3 +374,25 @@ def test_templates_generate_invoices_on_schedule() -> None:
     assert all(i.total_price_incl_tax == Decimal("12.10") for i in made)
     assert template.active is False
     assert template.number_of_occurences == 2
+
+
+async def test_a_price_past_28_digits_to_the_cent_is_totalled_exactly() -> None:
+    from invoicing_async import models as m
+
+    async with FakeInvoicingService() as service, service.client(format="json") as client:
+        invoice = await client.invoices.create(
+            m.Invoice(
+                contact_id=1,
+                details=[
+                    m.InvoiceDetail(
+                        description="Shipyard",
+                        amount="3",
+                        price=Decimal("1000000000000000000000000000000.01"),
+                        tax_rate_id=1,
+                    )
+                ],
+            )
+        )
+    # 21% tax: 630000000000000000000000000000.0063, to the cent .01
+    assert invoice.total_price_excl_tax == Decimal("3000000000000000000000000000000.03")
+    assert invoice.total_price_incl_tax == Decimal("3630000000000000000000000000000.04")
