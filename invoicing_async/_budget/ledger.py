@@ -102,15 +102,15 @@ class MemoryLedger:
         # after they were taken (a heap). An entry whose unit has moved on is skipped.
         self._answered: deque[tuple[float, str]] = deque()
         self._in_flight: list[tuple[float, str]] = []
-        # Our units' take times: how many were taken after one.
-        self._taken: SortedList[float] = SortedList()
-        # The server's remaining in the answers to our units out, by take time and id.
-        self._heard: SortedDict[tuple[float, str], int] = SortedDict()
+        # Our units out by take time: those taken after one.
+        self._taken: SortedList[tuple[float, str]] = SortedList()
+        # The server's remaining in the answers to our units out, by id.
+        self._heard: dict[str, int] = {}
 
     def _forget(self, unit: Unit) -> None:
         del self.units[unit.id]
-        self._taken.remove(unit.taken_at)
-        self._heard.pop((unit.taken_at, unit.id), None)
+        self._taken.remove((unit.taken_at, unit.id))
+        self._heard.pop(unit.id, None)
         self._drop_moved_on()
 
     def _drop_moved_on(self) -> None:
@@ -163,7 +163,7 @@ class MemoryLedger:
             returns_at = now + self.period + hold
             self.units[unit_id] = _tuple(Unit, (unit_id, now, returns_at))
             heappush(self._in_flight, (returns_at, unit_id))
-            self._taken.add(now)
+            self._taken.add((now, unit_id))
             return _tuple(Grant, (unit_id, now))
         # Units that must come back before more than `keep` are free.
         needed = in_use - (self.limit - keep - 1)
@@ -199,9 +199,8 @@ class MemoryLedger:
     def heed_server(self, now: float, unit_id: str, taken_at: float, remaining: int) -> None:
         """Fit the free units to the server's word on the request of `unit_id`, taken at
         `taken_at`."""
-        unit = self.units.get(unit_id)
-        if unit is not None:
-            self._heard[unit.taken_at, unit_id] = remaining
+        if unit_id in self.units:
+            self._heard[unit_id] = remaining
         ours = len(self.units)
         free = self.limit - ours - self.phantoms
         if not self.phantoms and free <= remaining - ours:
@@ -213,10 +212,9 @@ class MemoryLedger:
         # counted them first). Those taken at the same instant count as before it: under a
         # coarse clock a burst shares one timestamp, and counting it as "after" would hold
         # back half the hour.
-        heard = self._heard
-        after = len(self._taken) - self._taken.bisect_right(taken_at)
-        first = heard.bisect_left((math.nextafter(taken_at, math.inf), ""))
-        after -= sum(heard[key] > remaining for key in heard.islice(first))
+        heard, taken = self._heard, self._taken
+        first = taken.bisect_left((math.nextafter(taken_at, math.inf), ""))
+        after = sum(heard.get(id, -1) <= remaining for _, id in taken.islice(first))
         allowed = remaining - after
         if free > allowed:
             self._burn(now, free - max(0, allowed), exhausted=allowed <= 0)
