@@ -92,6 +92,14 @@ class Resource:
         clone._transport = transport  # noqa: SLF001 - setting up the copy of self
         return clone
 
+    def _write(self, method: str, path: str, write: Callable[..., bytes], *args: Any) -> bytes:
+        """The body `write(*args, fmt)` gives; a value no request may carry is refused
+        naming this call (`ValidationError`, nothing sent)."""
+        try:
+            return write(*args, self._fmt)
+        except ValidationError as exc:
+            raise ValidationError(exc.errors, method=method, url=path) from None
+
     def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
         """Raise the 422 the service would give, before spending a request on it (values no
         request may carry are refused when the body is written, even with `validate=False`)."""

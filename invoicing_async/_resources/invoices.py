@@ -83,7 +83,7 @@ class InvoicesResource(Resource):
         wrapped in `root` (`<filter>…</filter>` or `{"filter": {…}}`).
         """
         path = "/invoices/filter/advanced.xml"
-        body = dump_filter(parameters, self._fmt, root=root)
+        body = self._write("POST", path, functools.partial(dump_filter, root=root), parameters)
         response = await self._transport.request("POST", path, body=body)
         return await decode_off_loop(load_list, response.body, self._fmt, Invoice)
 
@@ -111,9 +111,8 @@ class InvoicesResource(Resource):
         description or tax_rate_id (unless the client was made with `validate=False`).
         """
         self._check(validation.check_invoice(invoice), "POST", "/invoices.xml")
-        response = await self._transport.request(
-            "POST", "/invoices.xml", body=dump_model(invoice, self._fmt)
-        )
+        body = self._write("POST", "/invoices.xml", dump_model, invoice)
+        response = await self._transport.request("POST", "/invoices.xml", body=body)
         if response.body.strip():
             return load_model(response.body, self._fmt, Invoice)
         return await self.get(id_from_location(response.headers.get("Location")))
@@ -129,7 +128,7 @@ class InvoicesResource(Resource):
         """
         path = self._path(invoice)
         self._check(validation.check_invoice_changes(changes), "PUT", path)
-        body = dump_changes(Invoice, changes, self._fmt)
+        body = self._write("PUT", path, dump_changes, Invoice, changes)
         idempotent = sets_attributes_only(changes)
         response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
         return await self._invoice_or_refetch(response.body, invoice)
@@ -171,7 +170,7 @@ class InvoicesResource(Resource):
     ) -> Invoice:
         path = self._path(invoice, action)
         self._check(validation.check_send(send_method), "PUT", path)
-        body = dump_send(email, invoice_email, send_method, self._fmt)
+        body = self._write("PUT", path, dump_send, email, invoice_email, send_method)
         response = await self._transport.request("PUT", path, body=body)
         return await self._invoice_or_refetch(response.body, invoice)
 
@@ -184,7 +183,8 @@ class InvoicesResource(Resource):
         """
         path = self._path(invoice, "payments")
         self._check(validation.check_payment(payment), "POST", path)
-        response = await self._transport.request("POST", path, body=dump_model(payment, self._fmt))
+        body = self._write("POST", path, dump_model, payment)
+        response = await self._transport.request("POST", path, body=body)
         answer = load_one_of(response.body, self._fmt, (Invoice, InvoicePayment))
         if isinstance(answer, Invoice):
             return answer

@@ -52,9 +52,8 @@ class RecurringTemplatesResource(Resource):
         """
         errors = validation.check_template(template, today=self._today())
         self._check(errors, "POST", "/recurring_templates.xml")
-        response = await self._transport.request(
-            "POST", "/recurring_templates.xml", body=dump_model(template, self._fmt)
-        )
+        body = self._write("POST", "/recurring_templates.xml", dump_model, template)
+        response = await self._transport.request("POST", "/recurring_templates.xml", body=body)
         if response.body.strip():
             return load_model(response.body, self._fmt, RecurringTemplate)
         return await self.get(id_from_location(response.headers.get("Location")))
@@ -69,7 +68,7 @@ class RecurringTemplatesResource(Resource):
         path = self._path(template)
         errors = validation.check_template_changes(changes, today=self._today())
         self._check(errors, "PUT", path)
-        body = dump_changes(RecurringTemplate, changes, self._fmt)
+        body = self._write("PUT", path, dump_changes, RecurringTemplate, changes)
         idempotent = sets_attributes_only(changes)
         response = await self._transport.request("PUT", path, body=body, idempotent=idempotent)
         if response.body.strip():

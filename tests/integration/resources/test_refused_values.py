@@ -74,6 +74,10 @@ async def test_refused_before_sending(name: str, call: Call, where: str, why: st
             await call(client)
     assert api.seen == []
     assert info.value.status == 0
+    # The error names the call it refused, as a check before sending does.
+    assert info.value.method in ("POST", "PUT")
+    assert info.value.url.startswith("/invoices")
+    assert str(info.value).startswith(f"{info.value.method} {info.value.url}: not sent")
     (error,) = info.value.errors
     assert where in (error.attribute or "")
     assert why in error.message
