@@ -178,15 +178,24 @@ def check_plain(value: Any, depth: int = 1) -> None:
     by the same limit, so whatever a store keeps, this reads)."""
     cls = value.__class__
     if cls is str:
-        if not text_ok(value):
+        if not (value.isascii() or text_ok(value)):
             raise DecodeError(_LONE_SURROGATE)
-    elif cls is dict or cls is list:
-        if depth > MAX_DEPTH:
-            raise DecodeError(f"nested more than {MAX_DEPTH} levels deep")
-        for key in value if cls is dict else ():
-            if not text_ok(key):
+        return
+    if cls is not dict and cls is not list:
+        return
+    if depth > MAX_DEPTH:
+        raise DecodeError(f"nested more than {MAX_DEPTH} levels deep")
+    if cls is dict:
+        for key in value:
+            if not (key.isascii() or text_ok(key)):
                 raise DecodeError(_LONE_SURROGATE)
-        for item in value.values() if cls is dict else value:
+        value = value.values()
+    for item in value:  # plain text checked here: most members are, and a call is not free
+        kind = item.__class__
+        if kind is str:
+            if not (item.isascii() or text_ok(item)):
+                raise DecodeError(_LONE_SURROGATE)
+        elif kind is dict or kind is list:
             check_plain(item, depth + 1)
 
 
@@ -204,7 +213,7 @@ _TEXTS: dict[Any, _TextCache] = {
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
 def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
-    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int, Any]] = {}
+    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int, Any] | None] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
             item_hook = converter.get_structure_hook(spec.item_model)
@@ -217,6 +226,7 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
         for key in read_keys(spec):
             table[key] = entry
     cls_name = cls.__name__
+    most_names = len(table) + 256  # the table's growth by names the models do not know
 
     def structure_model(data: Any, _: Any) -> M:  # noqa: C901 - one loop, kept flat for speed
         if data.__class__ is not dict:
@@ -228,12 +238,15 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
                 entry = table[key]  # a subscript, not a `get` call: once per field
             except KeyError:
                 entry = None
+                if len(table) < most_names:  # a name sent again is then found as unknown
+                    table[key] = None
             if entry is None:
                 if extra is None:
                     extra = {}
-                if not text_ok(key):  # a field name no store can keep either
+                if not (key.isascii() or text_ok(key)):  # a name no store can keep either
                     raise DecodeError(f"{cls_name}: a field name {_LONE_SURROGATE}")
-                if value.__class__ is not int:
+                kind = value.__class__
+                if kind is dict or kind is list or (kind is str and not value.isascii()):
                     try:
                         check_plain(value)
                     except DecodeError as exc:

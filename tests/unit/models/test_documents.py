@@ -73,6 +73,20 @@ def test_unknown_attributes_survive_in_extra() -> None:
     assert invoice.payments[0].extra == {"price_base": "1.0"}
 
 
+def test_unknown_names_survive_however_many_and_whether_seen_before() -> None:
+    """Names the models do not know are remembered as unknown up to a bound: a name seen
+    again, and thousands of new ones past the bound, still land in `extra`, and a lone
+    surrogate in one is still refused."""
+    for round_ in range(2):
+        for i in range(2_000):
+            body = f'{{"invoice": {{"id": {i}, "fee_{i}": "{round_}", "tax": "1.5"}}}}'
+            invoice = load_model(body.encode(), "json", Invoice)
+            assert invoice.extra == {f"fee_{i}": str(round_), "tax": "1.5"}, i
+    assert load_model(b'{"invoice": {"id": 1}}', "json", Invoice).extra == {}
+    with pytest.raises(DecodeError, match="surrogate"):
+        load_model(b'{"invoice": {"fee_1": "\\ud800"}}', "json", Invoice)
+
+
 def test_unknown_enum_values_decode_and_known_ones_compare() -> None:
     invoice = load_model(JSON_INVOICE, "json", Invoice)
     assert invoice.state == InvoiceState.OPEN
