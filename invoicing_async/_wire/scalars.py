@@ -92,6 +92,8 @@ def check_int_range(value: int) -> int:
 
 
 def parse_int(text: str) -> int:
+    if text.isdigit() and text.isascii() and len(text) < 19:  # plain digits: within 64 bits
+        return int(text)
     # int() and Decimal() skip surrounding white space themselves.
     if len(text) > MAX_NUMBER_CHARS:
         raise DecodeError(f"integer too long ({len(text)} characters)")

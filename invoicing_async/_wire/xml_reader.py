@@ -171,7 +171,7 @@ class XmlReader:
                         else:
                             leaf = PLAIN
             elif kind is MEMBERS or kind is TOP:
-                leaf = kind_of(attrs)
+                leaf = kind_of(attrs) if attrs else PLAIN
                 if kind is TOP:
                     self.root = name
                 elif not emitted and on_root is not None:

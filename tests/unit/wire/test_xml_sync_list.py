@@ -121,6 +121,45 @@ def test_any_slice_size_reads_alike(body: bytes, piece: int) -> None:
         matches(body)
 
 
+GAP = st.sampled_from(["", " ", "\n  ", "\t", "\r\n", "\x0c", "\x0b"])
+DIGITS = st.one_of(
+    st.integers(0, 10**18).map(str), st.sampled_from(["007", "9" * 18, "9" * 19, "-1", ""])
+)
+PROLOG = st.sampled_from(
+    ["", '<?xml version="1.0" encoding="UTF-8"?>', '<?xml version="1.0"?>\n', " <?xml?>", "\ufeff"]
+)
+
+
+@st.composite
+def usual_bodies(draw: st.DrawFn) -> bytes:
+    """Sync lists as Rails writes them, with the odd gap, digit or prolog between."""
+    members = "".join(
+        f'{draw(GAP)}<invoice>{draw(GAP)}<id type="integer">{draw(DIGITS)}</id>{draw(GAP)}'
+        f'<revision type="integer">{draw(DIGITS)}</revision>{draw(GAP)}</invoice>'
+        for _ in range(draw(st.integers(0, 5)))
+    )
+    body = f'{draw(PROLOG)}{draw(GAP)}<invoices type="array">{members}{draw(GAP)}</invoices>'
+    return f"{body}{draw(GAP)}".encode()
+
+
+@MANY
+@given(body=usual_bodies())
+def test_the_usual_shape_and_its_neighbours_read_as_the_rules_say(body: bytes) -> None:
+    """The shape Rails writes is read in C; a neighbour (a form feed between tags, 19
+    digits, a byte-order mark) by the reader, and the pairs or the refusal are the rules'."""
+    matches(body)
+
+
+def test_the_usual_shape_builds_no_element(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_reader(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the general reader ran")
+
+    monkeypatch.setattr("invoicing_async._models.documents.decode_xml_members", no_reader)
+    entries = [SyncEntry(id=i, revision=1_400_000_000 + i) for i in range(1, 2_001)]
+    revisions = load_sync_revisions(dump_sync_entries(entries, "xml"), "xml")
+    assert dict(revisions) == {e.id: e.revision for e in entries}
+
+
 @pytest.mark.parametrize("pretty", [False, True])
 def test_usual_lists(pretty: bool) -> None:
     entries = [SyncEntry(id=i, revision=1_400_000_000 + i) for i in (3, 1, 2, 2)]
