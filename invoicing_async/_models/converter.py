@@ -21,6 +21,7 @@ from invoicing_async._wire.scalars import (
     INT64_MAX,
     INT64_MIN,
     MAX_DEPTH,
+    TextCache,
     check_int_range,
     parse_bool,
     parse_date,
@@ -40,28 +41,16 @@ converter = cattrs.Converter()
 # -- scalar hooks: accept what either format sends, never go through float --------------
 
 
-class _TextCache(dict[str, Any]):
-    """Values parsed from text, by text: `cache[text]` parses a text not seen yet (blank text
-    reads as None, as every hook reads it); a refusal raises. Holds up to 4,096 texts."""
-
-    def __init__(self, parse: Callable[[str], Any]) -> None:
-        super().__init__()
-        self.parse = parse
-
-    def __missing__(self, text: str) -> Any:
-        value = self.parse(text) if text.strip() else None
-        if len(self) >= 4096:
-            self.clear()
-        self[text] = value
-        return value
+def _or_none(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse`, with blank text read as None (as every hook reads it)."""
+    return lambda text: parse(text) if text.strip() else None
 
 
 # Amounts, rates and timestamps repeat within a response and across a sync (an invoice's
-# lines share its prices and times): parsed once, the same immutable value is reused. A
-# dict lookup in C, safe across threads.
-decimal_text = _TextCache(parse_decimal)
-datetime_text = _TextCache(parse_datetime)
-date_text = _TextCache(parse_date)
+# lines share its prices and times): parsed once each.
+decimal_text = TextCache(_or_none(parse_decimal))
+datetime_text = TextCache(_or_none(parse_datetime))
+date_text = TextCache(_or_none(parse_date))
 
 
 def _decimal(value: Any, _: Any) -> Decimal | None:
@@ -203,7 +192,7 @@ def check_plain(value: Any, depth: int = 1) -> None:
 _OTHER, _TEXT, _INT, _LIST = range(4)
 _KINDS = {str: _TEXT, int: _INT}
 # JSON sends amounts, dates and times as text: parsed once each, by these caches.
-_TEXTS: dict[Any, _TextCache] = {
+_TEXTS: dict[Any, TextCache] = {
     Decimal: decimal_text,
     dt.datetime: datetime_text,
     dt.date: date_text,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from invoicing_async.errors import DecodeError
 
@@ -28,6 +30,24 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # hundred leaves room for any real extension and refuses a pathological one early. Both
 # formats and every reader (the C check, the converter, the XML reader) apply this one.
 MAX_DEPTH = 100
+
+
+class TextCache(dict[str, Any]):
+    """Values parsed from text, by text: `cache[text]` (or `cache.__getitem__`, a call in C)
+    parses a text not seen yet; a refusal raises. Amounts, dates and times repeat within a
+    document and across a sync; parsed once, the same immutable value is reused. Holds up
+    to 4,096 texts; safe across threads."""
+
+    def __init__(self, parse: Callable[[str], Any]) -> None:
+        super().__init__()
+        self.parse = parse
+
+    def __missing__(self, text: str) -> Any:
+        value = self.parse(text)
+        if len(self) >= 4096:
+            self.clear()
+        self[text] = value
+        return value
 
 
 def _ascii_number(text: str) -> bool:

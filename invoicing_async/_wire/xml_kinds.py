@@ -9,6 +9,7 @@ from typing import Any
 from invoicing_async._wire.scalars import (
     MAX_DEPTH,
     MAX_ELEMENTS,
+    TextCache,
     check_element_count,
     count_in,
     parse_bool,
@@ -27,6 +28,7 @@ __all__ = [
     "PLAIN",
     "SKIP",
     "TOP",
+    "TYPES",
     "BadMember",
     "ElementCount",
     "Failed",
@@ -34,7 +36,6 @@ __all__ = [
     "kept",
     "kind_of",
     "raise_first_failure",
-    "reader_types",
     "refuse_doctype",
     "refuse_entity",
     "repeat",
@@ -71,16 +72,20 @@ NIL: Callable[[str], None] = _nil  # nil="true": None whatever it holds
 SKIP: Callable[[str], None] = _nil  # inside a dropped element: never decoded
 
 
-_TYPES: dict[str, Any] = {
+# Amounts, dates and times are parsed once per text (immutable values, reused): the same
+# ones recur across a list (a line's timestamps are its invoice's).
+_DECIMAL = TextCache(parse_decimal).__getitem__
+_DATETIME = TextCache(parse_datetime).__getitem__
+TYPES: dict[str, Any] = {
     "integer": parse_int,
-    "decimal": parse_decimal,
+    "decimal": _DECIMAL,
     # Money is never a float: Rails' `float` values become exact decimals too.
-    "float": parse_decimal,
-    "double": parse_decimal,
+    "float": _DECIMAL,
+    "double": _DECIMAL,
     "boolean": parse_bool,
-    "date": parse_date,
-    "datetime": parse_datetime,
-    "dateTime": parse_datetime,
+    "date": TextCache(parse_date).__getitem__,
+    "datetime": _DATETIME,
+    "dateTime": _DATETIME,
     "array": ARRAY,
 }
 
@@ -93,7 +98,7 @@ def kind_of(attrs: list[str]) -> Any:
             typ = attrs[i + 1]
         elif attrs[i] == "nil":
             nil = attrs[i + 1]
-    kind = _TYPES.get(typ, PLAIN) if typ is not None else PLAIN
+    kind = TYPES.get(typ, PLAIN) if typ is not None else PLAIN
     if kind is ARRAY:
         return NIL if nil == "true" else ARRAY
     if kind is PLAIN and nil == "true":
@@ -160,38 +165,6 @@ def kept(text: list[str] | None, texts: list[str]) -> list[str]:
         return texts.copy()
     text.extend(texts)
     return text
-
-
-def memo(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """`parse` remembering its values (immutable ones): the same dates, datetimes and
-    amounts recur across a list (a line's timestamps are its invoice's)."""
-    memo: dict[str, Any] = {}
-    get = memo.get
-
-    def parse_once(text: str) -> Any:
-        value = get(text)
-        if value is None:
-            value = parse(text)
-            if len(memo) < 4096:
-                memo[text] = value
-        return value
-
-    return parse_once
-
-
-def reader_types() -> dict[str, Any]:
-    """`_TYPES` with memos of this reader's own: what one document repeats."""
-    types = dict(_TYPES)
-    decimal, datetime = memo(parse_decimal), memo(parse_datetime)
-    types.update(
-        decimal=decimal,
-        float=decimal,
-        double=decimal,
-        date=memo(parse_date),
-        datetime=datetime,
-        dateTime=datetime,
-    )
-    return types
 
 
 class Failed:

@@ -18,6 +18,7 @@ from invoicing_async._wire.xml_kinds import (
     PLAIN,
     SKIP,
     TOP,
+    TYPES,
     BadMember,
     ElementCount,
     Failed,
@@ -25,7 +26,6 @@ from invoicing_async._wire.xml_kinds import (
     kept,
     kind_of,
     raise_first_failure,
-    reader_types,
     refuse_doctype,
     refuse_entity,
     repeat,
@@ -124,7 +124,7 @@ class XmlReader:
         stack: list[tuple[Any, Any, Any, Any]] = []
         push, pop = stack.append, stack.pop
         emit = self._ready.append
-        types_get = reader_types().get
+        types_get = TYPES.get
         # Text goes straight into `texts`; each start and end takes it as the text of the element
         # it belongs to, or drops it.
         texts: list[str] = []
