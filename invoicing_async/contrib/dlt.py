@@ -345,10 +345,16 @@ async def _invoices(
     # Every dlt refresh resets this state: the destination's table is about to be
     # dropped or emptied, so the load is a full one.
     loaded = bool(state.get(_LOADED))
-    stored = _stored_revisions(dlt.current.pipeline(), scd2=scd2) if loaded else SyncRevisions()
+    pipeline = dlt.current.pipeline()
+    stored = _stored_revisions(pipeline, scd2=scd2) if loaded else SyncRevisions()
     # The table was dropped behind dlt's back: a new hint makes a new schema version,
     # which has dlt create the missing tables again.
     rebuild = None if stored is not None else {"x-invoicing-rebuilt": int(time.time())}
+    # Nothing stored (a first load, or after a reset): the load holds every invoice
+    # there is to hold and no marker row, so its tables are written anew, with no merge
+    # (scd2 keeps its merge, which sets the validity columns).
+    replace = not (stored or scd2) and getattr(pipeline, "destination", None) is not None
+    held: Container[int] = stored or ()
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:
@@ -369,10 +375,10 @@ async def _invoices(
                 fetched += batch.documents
                 if len(fetched) < _TABLE_SIZE:
                     continue
-                for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
+                for item in _yielded(fetched, phase, rebuild, replace, scd2=scd2, stored=held):
                     yield item
                 fetched, rebuild = [], None
-        for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
+        for item in _yielded(fetched, phase, rebuild, replace, scd2=scd2, stored=held):
             yield item
     queued = phase.queued_ids()
     if queued:
@@ -393,18 +399,24 @@ def _yielded(
     documents: list[InvoiceDocument],
     phase: fetching.FetchPhase,
     rebuild: dict[str, Any] | None,
+    replace: bool,
     *,
     scd2: bool,
     stored: Container[int],
 ) -> Iterator[Any]:
-    """The tables of `documents`, each marked with its table name; the invoices they
-    cannot hold quarantined."""
+    """The tables of `documents`, each marked with its table name (and `replace`: written
+    anew); the invoices they cannot hold quarantined."""
     tables, refused = _tables(documents, scd2=scd2, stored=stored)
     phase.quarantine(refused)
     for name, table in tables.items():
-        if name == "invoices" and rebuild:
-            hints = dlt.mark.make_hints(additional_table_hints=rebuild)
-            yield dlt.mark.with_hints(table, hints)
+        root = name == "invoices"
+        if (root and rebuild) or (replace and table.num_rows):
+            hints = dlt.mark.make_hints(
+                table_name=name,
+                write_disposition="replace" if replace else None,
+                additional_table_hints=rebuild if root else None,
+            )
+            yield dlt.mark.with_hints(table, hints, create_table_variant=not root)
         elif table.num_rows:
             yield dlt.mark.with_table_name(table, name)
 
