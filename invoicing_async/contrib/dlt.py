@@ -19,7 +19,7 @@ import logging
 import operator
 import ssl as _ssl
 import time
-from collections.abc import AsyncIterator, Container, Iterator
+from collections.abc import AsyncIterator, Container, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -354,11 +354,11 @@ async def _invoices(
     # there is to hold and no marker row, so its tables are written anew, with no merge
     # (scd2 keeps its merge, which sets the validity columns).
     replace = not (stored or scd2) and getattr(pipeline, "destination", None) is not None
-    held: Container[int] = stored or ()
+    held: Mapping[int, int] = stored or {}
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:
-        plan = await settings.plan(client, stored or SyncRevisions(), pending)
+        plan = await settings.plan(client, held, pending)
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         if plan.to_delete:
