@@ -18,7 +18,6 @@ import json
 import logging
 import operator
 import ssl as _ssl
-import time
 from collections.abc import AsyncIterator, Container, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
@@ -316,8 +315,6 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | 
     dropped too, and the caller has dlt create the tables again.
     """
     revisions = SyncRevisions()
-    if getattr(pipeline, "destination", None) is None:  # extract only: nothing stored
-        return revisions
     with pipeline.sql_client() as sql:  # names every naming convention keeps as they are
         if not sql.has_dataset():
             return revisions
@@ -342,18 +339,19 @@ async def _invoices(
     """The `invoices` resource: deletion markers, then new and changed invoices in
     batches of 100 from the engine's fetch phase."""
     state = dlt.current.resource_state("invoices")
-    # Every dlt refresh resets this state: the destination's table is about to be
-    # dropped or emptied, so the load is a full one.
-    loaded = bool(state.get(_LOADED))
     pipeline = dlt.current.pipeline()
-    stored = _stored_revisions(pipeline, scd2=scd2) if loaded else SyncRevisions()
-    # The table was dropped behind dlt's back: a new hint makes a new schema version,
-    # which has dlt create the missing tables again.
-    rebuild = None if stored is not None else {"x-invoicing-rebuilt": int(time.time())}
-    # Nothing stored (a first load, or after a reset): the load holds every invoice
-    # there is to hold and no marker row, so its tables are written anew, with no merge
-    # (scd2 keeps its merge, which sets the validity columns).
-    replace = not (stored or scd2) and getattr(pipeline, "destination", None) is not None
+    # Every dlt refresh resets this state: the destination's table is about to be
+    # dropped or emptied, so the load is a full one. Extract only: nothing is known.
+    bound = getattr(pipeline, "destination", None) is not None
+    stored: Mapping[int, int] | None = (
+        _stored_revisions(pipeline, scd2=scd2) if bound and state.get(_LOADED) else {}
+    )
+    # Nothing stored (a first load, or after a reset): a hint naming this load makes a
+    # new schema version, which has dlt create any table dropped behind its back again;
+    # the load holds every invoice there is to hold and no marker row, so its tables are
+    # written anew, with no merge (scd2 keeps its merge, which sets the validity columns).
+    load_id = dlt.current.load_package_state()["load_id"]
+    anew = {"x-invoicing-written-anew": load_id} if bound and not stored else None
     held: Mapping[int, int] = stored or {}
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
@@ -375,10 +373,10 @@ async def _invoices(
                 fetched += batch.documents
                 if len(fetched) < _TABLE_SIZE:
                     continue
-                for item in _yielded(fetched, phase, rebuild, replace, scd2=scd2, stored=held):
+                for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
                     yield item
-                fetched, rebuild = [], None
-        for item in _yielded(fetched, phase, rebuild, replace, scd2=scd2, stored=held):
+                fetched = []
+        for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
             yield item
     queued = phase.queued_ids()
     if queued:
@@ -398,23 +396,22 @@ async def _invoices(
 def _yielded(
     documents: list[InvoiceDocument],
     phase: fetching.FetchPhase,
-    rebuild: dict[str, Any] | None,
-    replace: bool,
+    anew: dict[str, Any] | None,
     *,
     scd2: bool,
     stored: Container[int],
 ) -> Iterator[Any]:
-    """The tables of `documents`, each marked with its table name (and `replace`: written
-    anew); the invoices they cannot hold quarantined."""
+    """The tables of `documents`, each marked with its table name (and `anew`, hints of
+    tables written anew); the invoices they cannot hold quarantined."""
     tables, refused = _tables(documents, scd2=scd2, stored=stored)
     phase.quarantine(refused)
     for name, table in tables.items():
         root = name == "invoices"
-        if (root and rebuild) or (replace and table.num_rows):
+        if anew and (root or table.num_rows):
             hints = dlt.mark.make_hints(
                 table_name=name,
-                write_disposition="replace" if replace else None,
-                additional_table_hints=rebuild if root else None,
+                write_disposition=None if scd2 else "replace",
+                additional_table_hints=anew if root else None,
             )
             yield dlt.mark.with_hints(table, hints, create_table_variant=not root)
         elif table.num_rows:
