@@ -349,6 +349,30 @@ def test_a_pipeline_without_its_state_reloads_the_destination_as_the_service_is(
     assert lines == sum(len(i.details) for i in service.account.invoices.values())
 
 
+def test_a_load_extracted_without_a_destination_is_merged_where_it_lands(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """Extracted with no destination known, a load is never written anew: one the budget
+    stops after 200 invoices, loaded later into a destination that holds all 250, leaves
+    the other 50 there."""
+    load(pipeline, service)
+    detached = dlt.pipeline(
+        pipeline_name="invoicing_detached", pipelines_dir=str(tmp_path / "detached")
+    )
+    source = invoicing_source(
+        base_url=service.base_url,
+        username=service.username,
+        password=service.password,
+        budget=RateBudget(limit=3),
+    )
+    detached.extract(source.with_resources("invoices"))
+    detached.run(  # the extracted package, normalized and loaded
+        destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
+        dataset_name="invoicing",
+    )
+    assert current(pipeline) == on_service(service)
+
+
 def test_an_interrupted_first_load_resumes_without_duplicates(
     service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
 ) -> None:
