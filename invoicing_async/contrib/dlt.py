@@ -375,9 +375,10 @@ async def _invoices(
                     continue
                 for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
                     yield item
-                fetched = []
-        for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
-            yield item
+                fetched, anew = [], None  # the hints stay with the resource
+        if fetched or anew:
+            for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
+                yield item
     queued = phase.queued_ids()
     if queued:
         logger.warning("%d invoices not fetched: the next run fetches them", len(queued))
