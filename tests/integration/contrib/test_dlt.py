@@ -582,6 +582,29 @@ def test_unknown_fields_land_in_extra_in_every_table_of_the_load(
     assert json.loads(extra) == {"new_field": "ünïcode"}
 
 
+def test_a_full_load_of_several_tables_holds_each_row_once(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables after the first (here 100 invoices each) are written anew with it, and
+    a later load of several tables merges them all."""
+    monkeypatch.setattr("invoicing_async.contrib.dlt._TABLE_SIZE", 100)
+
+    def assert_each_row_once() -> None:
+        invoices = service.account.invoices.values()
+        assert query(pipeline, "SELECT COUNT(*) FROM invoices") == [(len(invoices),)]
+        lines = sum(len(i.details) for i in invoices)
+        assert query(pipeline, "SELECT COUNT(*) FROM invoices__details") == [(lines,)]
+        assert current(pipeline) == on_service(service)
+
+    load(pipeline, service)
+    assert not merged(pipeline)
+    assert_each_row_once()
+    change(service, 150, 2)
+    load(pipeline, service)
+    assert merged(pipeline)
+    assert_each_row_once()
+
+
 def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
     """A child row's value decides for its invoice too: a price with five places, never
     rounded, refuses invoice 1 with the reason; the others keep their rows and keys."""
