@@ -18,8 +18,7 @@ import json
 import logging
 import operator
 import ssl as _ssl
-import time
-from collections.abc import AsyncIterator, Container, Iterator
+from collections.abc import AsyncIterator, Container, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -316,8 +315,6 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | 
     dropped too, and the caller has dlt create the tables again.
     """
     revisions = SyncRevisions()
-    if getattr(pipeline, "destination", None) is None:  # extract only: nothing stored
-        return revisions
     with pipeline.sql_client() as sql:  # names every naming convention keeps as they are
         if not sql.has_dataset():
             return revisions
@@ -342,17 +339,24 @@ async def _invoices(
     """The `invoices` resource: deletion markers, then new and changed invoices in
     batches of 100 from the engine's fetch phase."""
     state = dlt.current.resource_state("invoices")
+    pipeline = dlt.current.pipeline()
     # Every dlt refresh resets this state: the destination's table is about to be
-    # dropped or emptied, so the load is a full one.
-    loaded = bool(state.get(_LOADED))
-    stored = _stored_revisions(dlt.current.pipeline(), scd2=scd2) if loaded else SyncRevisions()
-    # The table was dropped behind dlt's back: a new hint makes a new schema version,
-    # which has dlt create the missing tables again.
-    rebuild = None if stored is not None else {"x-invoicing-rebuilt": int(time.time())}
+    # dropped or emptied, so the load is a full one. Extract only: nothing is known.
+    bound = getattr(pipeline, "destination", None) is not None
+    stored: Mapping[int, int] | None = (
+        _stored_revisions(pipeline, scd2=scd2) if bound and state.get(_LOADED) else {}
+    )
+    # Nothing stored (a first load, or after a reset): a hint naming this load makes a
+    # new schema version, which has dlt create any table dropped behind its back again;
+    # the load holds every invoice there is to hold and no marker row, so its tables are
+    # written anew, with no merge (scd2 keeps its merge, which sets the validity columns).
+    load_id = dlt.current.load_package_state()["load_id"]
+    anew = {"x-invoicing-written-anew": load_id} if bound and not stored else None
+    held: Mapping[int, int] = stored or {}
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:
-        plan = await settings.plan(client, stored or SyncRevisions(), pending)
+        plan = await settings.plan(client, held, pending)
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         if plan.to_delete:
@@ -369,11 +373,12 @@ async def _invoices(
                 fetched += batch.documents
                 if len(fetched) < _TABLE_SIZE:
                     continue
-                for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
+                for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
                     yield item
-                fetched, rebuild = [], None
-        for item in _yielded(fetched, phase, rebuild, scd2=scd2, stored=stored or ()):
-            yield item
+                fetched, anew = [], None  # the hints stay with the resource
+        if fetched or anew:
+            for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
+                yield item
     queued = phase.queued_ids()
     if queued:
         logger.warning("%d invoices not fetched: the next run fetches them", len(queued))
@@ -392,19 +397,24 @@ async def _invoices(
 def _yielded(
     documents: list[InvoiceDocument],
     phase: fetching.FetchPhase,
-    rebuild: dict[str, Any] | None,
+    anew: dict[str, Any] | None,
     *,
     scd2: bool,
     stored: Container[int],
 ) -> Iterator[Any]:
-    """The tables of `documents`, each marked with its table name; the invoices they
-    cannot hold quarantined."""
+    """The tables of `documents`, each marked with its table name (and `anew`, hints of
+    tables written anew); the invoices they cannot hold quarantined."""
     tables, refused = _tables(documents, scd2=scd2, stored=stored)
     phase.quarantine(refused)
     for name, table in tables.items():
-        if name == "invoices" and rebuild:
-            hints = dlt.mark.make_hints(additional_table_hints=rebuild)
-            yield dlt.mark.with_hints(table, hints)
+        root = name == "invoices"
+        if anew and (root or table.num_rows):
+            hints = dlt.mark.make_hints(
+                table_name=name,
+                write_disposition=None if scd2 else "replace",
+                additional_table_hints=anew if root else None,
+            )
+            yield dlt.mark.with_hints(table, hints, create_table_variant=not root)
         elif table.num_rows:
             yield dlt.mark.with_table_name(table, name)
 

@@ -15,6 +15,7 @@ from typing import Any
 import dlt
 import pyarrow.compute as pc
 import pytest
+from dlt.pipeline.exceptions import PipelineStepFailed
 
 from invoicing_async import BasicAuth, RateBudget
 from invoicing_async._models import export
@@ -83,6 +84,20 @@ def query(pipeline: dlt.Pipeline, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in client.execute_sql(sql) or []]
 
 
+def merged(pipeline: dlt.Pipeline) -> bool:
+    """Whether the last load merged the invoices' tables (dlt's merge statements, against
+    tables written anew)."""
+    trace = pipeline.last_trace
+    assert trace is not None
+    assert trace.last_load_info is not None
+    jobs = trace.last_load_info.load_packages[0].jobs["completed_jobs"]
+    formats = {
+        j.job_file_info.file_format for j in jobs if "invoices" in j.job_file_info.table_name
+    }
+    assert "parquet" in formats
+    return "sql" in formats
+
+
 def current(pipeline: dlt.Pipeline, *, scd2: bool = False) -> dict[int, int]:
     where = " WHERE _dlt_valid_to IS NULL" if scd2 else ""
     return dict(query(pipeline, f"SELECT id, revision FROM invoices{where}"))
@@ -133,6 +148,7 @@ def test_first_load_then_changes_and_deletions(
 ) -> None:
     first = load(pipeline, service)
     assert first == {"list": 1, "fetch": math.ceil(INVOICES / 100), "all": 1 + 3 + 2}
+    assert not merged(pipeline)  # nothing stored yet: the tables are written anew
     assert current(pipeline) == on_service(service)
     assert_totals_match(pipeline, service)
     [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
@@ -140,6 +156,7 @@ def test_first_load_then_changes_and_deletions(
 
     changed, deleted = change(service, 150, 3)
     second = load(pipeline, service)
+    assert merged(pipeline)
     assert second["list"] == 1
     assert second["fetch"] == math.ceil(len(changed) / 100)  # 1 + 2 requests for 150
     assert current(pipeline) == on_service(service)  # rows updated, deleted ones removed
@@ -186,6 +203,8 @@ def test_scd2_keeps_each_revision_and_closes_deleted_invoices(
     service: FakeInvoicingService, pipeline: dlt.Pipeline
 ) -> None:
     load(pipeline, service, scd2=True)
+    assert merged(pipeline)  # even the first load: the merge sets the validity columns
+    assert query(pipeline, "SELECT COUNT(*) FROM invoices WHERE _dlt_valid_from IS NULL") == [(0,)]
     assert current(pipeline, scd2=True) == on_service(service)
     before = dict(query(pipeline, "SELECT id, revision FROM invoices"))
 
@@ -247,6 +266,7 @@ def test_every_dlt_refresh_reloads_everything(
         budget=RateBudget(limit=100_000),
     )
     pipeline.run(source, refresh=refresh)  # type: ignore[arg-type]
+    assert not merged(pipeline)
     assert current(pipeline) == on_service(service)
     assert_totals_match(pipeline, service)
     assert load(pipeline, service)["fetch"] == 0
@@ -285,6 +305,7 @@ def test_a_dropped_invoices_table_is_loaded_again(
     with pipeline.sql_client() as client:
         client.drop_tables("invoices")
     assert load(pipeline, service)["fetch"] == math.ceil(INVOICES / 100)
+    assert not merged(pipeline)
     assert current(pipeline) == on_service(service)
     assert_totals_match(pipeline, service)
     [(lines,)] = query(pipeline, "SELECT COUNT(*) FROM invoices__details")
@@ -300,8 +321,96 @@ def test_a_reset_destination_gets_a_full_load(
         client.drop_dataset()
     again = load(pipeline, service)
     assert again["fetch"] == math.ceil(INVOICES / 100)
+    assert not merged(pipeline)
     assert current(pipeline) == on_service(service)
     assert_totals_match(pipeline, service)
+
+
+def test_a_pipeline_without_its_state_reloads_the_destination_as_the_service_is(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """A pipeline that does not restore its state from the destination plans a full load
+    into tables that hold rows: they are written anew, so no invoice is held twice and
+    none deleted since stays."""
+    load(pipeline, service)
+    _, deleted = change(service, 10, 3)
+    stateless = dlt.pipeline(
+        pipeline_name="invoicing_test",
+        pipelines_dir=str(tmp_path / "no-state"),
+        destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
+        dataset_name="invoicing",
+    )
+    stateless.config.restore_from_destination = False
+    assert load(stateless, service)["fetch"] == math.ceil((INVOICES - len(deleted)) / 100)
+    [(rows,)] = query(stateless, "SELECT COUNT(*) FROM invoices")
+    assert rows == INVOICES - len(deleted)
+    assert current(stateless) == on_service(service)
+    [(lines,)] = query(stateless, "SELECT COUNT(*) FROM invoices__details")
+    assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
+
+def test_a_load_extracted_without_a_destination_is_merged_where_it_lands(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """Extracted with no destination known, a load is never written anew: one the budget
+    stops after 200 invoices, loaded later into a destination that holds all 250, leaves
+    the other 50 there."""
+    load(pipeline, service)
+    detached = dlt.pipeline(
+        pipeline_name="invoicing_detached", pipelines_dir=str(tmp_path / "detached")
+    )
+    source = invoicing_source(
+        base_url=service.base_url,
+        username=service.username,
+        password=service.password,
+        budget=RateBudget(limit=3),
+    )
+    detached.extract(source.with_resources("invoices"))
+    detached.run(  # the extracted package, normalized and loaded
+        destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
+        dataset_name="invoicing",
+    )
+    assert current(pipeline) == on_service(service)
+
+
+def test_an_interrupted_first_load_resumes_without_duplicates(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load of `invoices__payments` fails after the other tables were written; the
+    next run completes the pending package (no table emptied or written twice), and the
+    one after fetches nothing."""
+    from dlt.destinations.impl.duckdb.duck import DuckDbCopyJob
+
+    monkeypatch.setenv("LOAD__RAISE_ON_MAX_RETRIES", "1")
+    copy = DuckDbCopyJob.run
+    failed: list[str] = []
+
+    def fail_once(job: DuckDbCopyJob) -> None:
+        if job.load_table_name == "invoices__payments" and not failed:
+            failed.append(job.load_table_name)
+            raise RuntimeError("disk full")
+        copy(job)
+
+    monkeypatch.setattr(DuckDbCopyJob, "run", fail_once)
+    with pytest.raises(PipelineStepFailed):
+        load(pipeline, service)
+    assert failed
+    assert pipeline.has_pending_data
+    assert len(current(pipeline)) == INVOICES  # written before the failure
+
+    before = len(service.account.requests)
+    pipeline.run()  # what any next run does first: the pending package, nothing fetched
+    assert len(service.account.requests) == before
+    for table, count in [
+        ("invoices", INVOICES),
+        ("invoices__details", sum(len(i.details) for i in service.account.invoices.values())),
+        ("invoices__payments", sum(len(i.payments) for i in service.account.invoices.values())),
+    ]:
+        assert query(pipeline, f"SELECT COUNT(*), COUNT(DISTINCT _dlt_id) FROM {table}") == [
+            (count, count)
+        ], table
+    assert current(pipeline) == on_service(service)
+    assert load(pipeline, service)["fetch"] == 0
 
 
 def test_the_budget_stops_the_load_and_the_next_run_resumes(
@@ -471,6 +580,29 @@ def test_unknown_fields_land_in_extra_in_every_table_of_the_load(
     assert current(pipeline) == on_service(service)
     [(extra,)] = query(pipeline, "SELECT extra FROM invoices WHERE extra IS NOT NULL")
     assert json.loads(extra) == {"new_field": "ünïcode"}
+
+
+def test_a_full_load_of_several_tables_holds_each_row_once(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables after the first (here 100 invoices each) are written anew with it, and
+    a later load of several tables merges them all."""
+    monkeypatch.setattr("invoicing_async.contrib.dlt._TABLE_SIZE", 100)
+
+    def assert_each_row_once() -> None:
+        invoices = service.account.invoices.values()
+        assert query(pipeline, "SELECT COUNT(*) FROM invoices") == [(len(invoices),)]
+        lines = sum(len(i.details) for i in invoices)
+        assert query(pipeline, "SELECT COUNT(*) FROM invoices__details") == [(lines,)]
+        assert current(pipeline) == on_service(service)
+
+    load(pipeline, service)
+    assert not merged(pipeline)
+    assert_each_row_once()
+    change(service, 150, 2)
+    load(pipeline, service)
+    assert merged(pipeline)
+    assert_each_row_once()
 
 
 def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
