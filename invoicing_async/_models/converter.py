@@ -167,24 +167,15 @@ def check_plain(value: Any, depth: int = 1) -> None:
     by the same limit, so whatever a store keeps, this reads)."""
     cls = value.__class__
     if cls is str:
-        if not (value.isascii() or text_ok(value)):
+        if not text_ok(value):
             raise DecodeError(_LONE_SURROGATE)
-        return
-    if cls is not dict and cls is not list:
-        return
-    if depth > MAX_DEPTH:
-        raise DecodeError(f"nested more than {MAX_DEPTH} levels deep")
-    if cls is dict:
-        for key in value:
-            if not (key.isascii() or text_ok(key)):
+    elif cls is dict or cls is list:
+        if depth > MAX_DEPTH:
+            raise DecodeError(f"nested more than {MAX_DEPTH} levels deep")
+        for key in value if cls is dict else ():
+            if not text_ok(key):
                 raise DecodeError(_LONE_SURROGATE)
-        value = value.values()
-    for item in value:  # plain text checked here: most members are, and a call is not free
-        kind = item.__class__
-        if kind is str:
-            if not (item.isascii() or text_ok(item)):
-                raise DecodeError(_LONE_SURROGATE)
-        elif kind is dict or kind is list:
+        for item in value.values() if cls is dict else value:
             check_plain(item, depth + 1)
 
 
@@ -232,10 +223,9 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             if entry is None:
                 if extra is None:
                     extra = {}
-                if not (key.isascii() or text_ok(key)):  # a name no store can keep either
+                if not text_ok(key):  # a field name no store can keep either
                     raise DecodeError(f"{cls_name}: a field name {_LONE_SURROGATE}")
-                kind = value.__class__
-                if kind is dict or kind is list or (kind is str and not value.isascii()):
+                if value.__class__ is not int:
                     try:
                         check_plain(value)
                     except DecodeError as exc:

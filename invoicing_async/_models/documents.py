@@ -3,7 +3,6 @@ writes lives in `payloads`)."""
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,7 +16,7 @@ from invoicing_async._models.session import SyncRevisions
 from invoicing_async._wire.json import decode_json, iter_members
 from invoicing_async._wire.json_sync import read_json_sync_pairs
 from invoicing_async._wire.scalars import check_int_range, parse_int
-from invoicing_async._wire.xml import decode_xml, decode_xml_members, read_usual_sync_list
+from invoicing_async._wire.xml import decode_xml, decode_xml_members, read_xml_sync_pairs
 from invoicing_async.errors import DecodeError, FieldError
 
 __all__ = [
@@ -226,38 +225,18 @@ def load_sync_revisions(body: bytes, fmt: Format) -> SyncRevisions:
     million objects: the usual shape in C, any other a member at a time, each judged as
     it is read.
     """
+    usual = read_xml_sync_pairs(body) if fmt == "xml" else read_json_sync_pairs(body)
+    if usual is not None:  # the shape the service writes, read in C
+        return SyncRevisions.from_arrays(*usual)
+    revisions = SyncRevisions()
     if fmt == "xml":
-        usual = read_usual_sync_list(body)
-        if usual is not None:  # the shape Rails writes, read in C
-            return SyncRevisions.from_arrays(*usual)
-        ids: array[int] = array("q")
-        revisions: array[int] = array("q")
-        add_id, add_revision = ids.append, revisions.append
-
-        def take(member: Any) -> None:
-            if member.__class__ is dict:
-                ident, revision = member.get("id"), member.get("revision")
-                # Typed by the reader (`type="integer"`): already within 64 bits.
-                if ident.__class__ is int and revision.__class__ is int and ident >= 0:
-                    add_id(ident)
-                    add_revision(revision)
-                    return
-            ident, revision = _sync_member(member)
-            add_id(ident)
-            add_revision(revision)
-
-        root = decode_xml_members(body, take)
+        root = decode_xml_members(body, lambda member: revisions.add(*_sync_member(member)))
         if snake_name(root) not in ("invoices", "invoice"):
             raise DecodeError(f"expected a 'invoices' list, got {root!r}")
-        return SyncRevisions.from_arrays(ids, revisions)
-
-    pairs = read_json_sync_pairs(body)
-    if pairs is not None:  # the usual shape, checked in C
-        return SyncRevisions.from_arrays(*pairs)
-    found = SyncRevisions()
+        return revisions
     for member in _members(body, "invoice", "invoices"):
-        found.add(*_sync_member(member))
-    return found
+        revisions.add(*_sync_member(member))
+    return revisions
 
 
 def _sync_member(member: Any) -> tuple[int, int]:

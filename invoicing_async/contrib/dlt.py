@@ -307,13 +307,10 @@ class _Account:
                 await budget.close()
 
 
-def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | None:
-    """`{id: revision}` of the invoices in the destination (current rows with scd2).
-
-    Empty when the dataset does not exist (a first load, or a dropped dataset); None
-    when the `invoices` table alone was dropped: its nested tables, orphans now, are
-    dropped too, and the caller has dlt create the tables again.
-    """
+def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions:
+    """`{id: revision}` of the invoices in the destination (current rows with scd2); empty
+    when the dataset does not exist (a first load, or a dropped dataset), or when the
+    `invoices` table alone was dropped (its nested tables, orphans now, are dropped too)."""
     revisions = SyncRevisions()
     with pipeline.sql_client() as sql:  # names every naming convention keeps as they are
         if not sql.has_dataset():
@@ -329,7 +326,7 @@ def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions | 
                         revisions.add(int(found), int(at or 0))
         except DestinationUndefinedEntity:
             sql.drop_tables(*(f"invoices__{name}" for name in _children(Invoice)))
-            return None
+            return SyncRevisions()
     return revisions
 
 
@@ -343,7 +340,7 @@ async def _invoices(
     # Every dlt refresh resets this state: the destination's table is about to be
     # dropped or emptied, so the load is a full one. Extract only: nothing is known.
     bound = getattr(pipeline, "destination", None) is not None
-    stored: Mapping[int, int] | None = (
+    stored: Mapping[int, int] = (
         _stored_revisions(pipeline, scd2=scd2) if bound and state.get(_LOADED) else {}
     )
     # Nothing stored (a first load, or after a reset): a hint naming this load makes a
@@ -352,11 +349,10 @@ async def _invoices(
     # written anew, with no merge (scd2 keeps its merge, which sets the validity columns).
     load_id = dlt.current.load_package_state()["load_id"]
     anew = {"x-invoicing-written-anew": load_id} if bound and not stored else None
-    held: Mapping[int, int] = stored or {}
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:
-        plan = await settings.plan(client, held, pending)
+        plan = await settings.plan(client, stored, pending)
         if plan.deletions_refused:
             logger.warning("deletions not applied: %s", plan.deletions_refused)
         if plan.to_delete:
@@ -373,11 +369,11 @@ async def _invoices(
                 fetched += batch.documents
                 if len(fetched) < _TABLE_SIZE:
                     continue
-                for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
+                for item in _yielded(fetched, phase, anew, scd2=scd2, stored=stored):
                     yield item
                 fetched, anew = [], None  # the hints stay with the resource
         if fetched or anew:
-            for item in _yielded(fetched, phase, anew, scd2=scd2, stored=held):
+            for item in _yielded(fetched, phase, anew, scd2=scd2, stored=stored):
                 yield item
     queued = phase.queued_ids()
     if queued:
