@@ -28,6 +28,7 @@ from invoicing_async._transport.http import (
 )
 from invoicing_async._transport.retry import RetryPolicy
 from invoicing_async._transport.sender import Sender
+from invoicing_async._transport.urls import account_host
 from invoicing_async.models import CurrentSession
 
 __all__ = ["InvoicingClient"]
@@ -102,7 +103,7 @@ class InvoicingClient:
             trace_configs=trace_configs,
             trust_env=trust_env,
         )
-        spender_of(budget).bind(_account_host(self._transport.base_url))
+        spender_of(budget).bind(account_host(self._transport.base_url))
         self._validate = validate
         self._today = today
         self._bind(options)
@@ -221,10 +222,3 @@ class InvoicingClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _account_host(url: URL) -> str:
-    """The budget's default key: the account's host, with its port when one is written
-    (as the accounts table keys it), so two fake accounts on two ports are two hours."""
-    host = url.host or str(url)
-    return host if url.explicit_port is None else f"{host}:{url.explicit_port}"

@@ -241,10 +241,11 @@ class Spender:
                     if refused_at is not None and on_wait is not None:
                         on_wait(asyncio.get_running_loop().time() - refused_at)
                     return result
+                now = asyncio.get_running_loop().time()
                 if refused_at is None:
-                    refused_at = asyncio.get_running_loop().time()
+                    refused_at = now
                 wait = result.wait + _WAKE_MARGIN  # type: ignore[union-attr]
-                left = _left(deadline)
+                left = None if deadline is None else max(0.0, deadline - now)
                 if left is not None and wait > left + 1e-9:
                     raise _spent(keep, wait, max_wait)
                 if line is not None:
@@ -381,13 +382,6 @@ def _forget_abandoned(abandoned: set[asyncio.Future[Any]]) -> Callable[[asyncio.
             task.exception()  # retrieved: its failure was reported when it was abandoned
 
     return forget
-
-
-def _left(deadline: float | None) -> float | None:
-    """Seconds to a loop-time deadline (None: no deadline)."""
-    if deadline is None:
-        return None
-    return max(0.0, deadline - asyncio.get_running_loop().time())
 
 
 def _redact(url: str | None) -> str:

@@ -15,7 +15,7 @@ import invoicing_async as ia
 from invoicing_async._account_run import Credentials, load_ca
 from invoicing_async._jobs import SQL
 from invoicing_async._secrets import SecretError, parse_secret_ref
-from invoicing_async._transport.urls import validate_base_url
+from invoicing_async._transport.urls import account_host, validate_base_url
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -105,11 +105,10 @@ def new_account(
         raise AccountError(f"account {name!r}: OAuth 1 needs --token and --token-secret")
     if hourly_limit < 1 or every_seconds < 1:
         raise AccountError(f"account {name!r}: the limit and the interval must be positive")
-    host = str(url.host) if url.explicit_port is None else f"{url.host}:{url.explicit_port}"
     return Account(
         name=name,
         base_url=base_url,
-        host=host,
+        host=account_host(url),
         format="json" if format == "json" else "xml",
         auth="oauth1" if oauth1 else "basic",
         username=username,

@@ -14,6 +14,7 @@ from yarl import URL
 from invoicing_async._account_run import AccountRun, RunObserver, RunOutcome
 from invoicing_async._jobs import SQL
 from invoicing_async._jobs.tasks import SYNC_TASK, Jobs
+from invoicing_async._transport.urls import account_host
 from invoicing_async.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class RunMetrics(RunObserver):
         if outcome.budget_left is not None:
             self.budget_left.observe(outcome.budget_left)
             if self.budget is not None:
-                self.budget.labels(_host(run.base_url)).set(outcome.budget_left)
+                self.budget.labels(account_host(URL(run.base_url))).set(outcome.budget_left)
 
     def exposition(self) -> tuple[bytes, str]:
         """The registry in Prometheus' text format, and its content type; without the
@@ -119,12 +120,6 @@ class _WithoutCreated:
             created = f"{family.name}_created"
             family.samples = [s for s in family.samples if s.name != created]
             yield family
-
-
-def _host(base_url: str) -> str:
-    """host[:port], as the budget's key."""
-    url = URL(base_url)
-    return str(url.host) if url.explicit_port is None else f"{url.host}:{url.explicit_port}"
 
 
 def health(

@@ -37,7 +37,12 @@ from invoicing_async._transport.sender import (
     OutgoingRequest,
     Sender,
 )
-from invoicing_async._transport.urls import endpoint_url, normalize_prefix, validate_base_url
+from invoicing_async._transport.urls import (
+    account_host,
+    endpoint_url,
+    normalize_prefix,
+    validate_base_url,
+)
 from invoicing_async._version import __version__
 from invoicing_async.errors import (
     APITimeoutError,
@@ -279,8 +284,7 @@ class HTTPTransport:
     ) -> None:
         """One warning a refused call: the account's host, the wait it would have needed,
         and the budget left (an operator otherwise sees only the app's own 503s)."""
-        base = self.base_url
-        host = base.host if base.explicit_port is None else f"{base.host}:{base.explicit_port}"
+        host = account_host(self.base_url)
         wait, left = refused.retry_after, self.budget.snapshot().remaining
         logger.warning(
             "%s %s refused without sending: %s's budget would need ~%.0fs (max_wait=%s), %d left",

@@ -8,7 +8,7 @@ from yarl import URL
 
 from invoicing_async.errors import InsecureTransportError
 
-__all__ = ["endpoint_url", "is_loopback", "normalize_prefix", "validate_base_url"]
+__all__ = ["account_host", "endpoint_url", "is_loopback", "normalize_prefix", "validate_base_url"]
 
 
 def is_loopback(host: str) -> bool:
@@ -49,3 +49,10 @@ def endpoint_url(origin: URL, api_prefix: str, path: str) -> URL:
     """`https://host/base` + `/api/v1.0` + `/invoices.xml` (the path already escaped)."""
     base_path = origin.raw_path.rstrip("/")
     return origin.with_path(f"{base_path}{api_prefix}{path}", encoded=True)
+
+
+def account_host(url: URL) -> str:
+    """An account's host as the budget keys it: with its port when one is written, so two
+    fake accounts on two ports are two hours."""
+    host = url.host or str(url)
+    return host if url.explicit_port is None else f"{host}:{url.explicit_port}"

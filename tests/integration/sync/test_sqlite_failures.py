@@ -106,9 +106,10 @@ DISK_FULL_CHILD = textwrap.dedent(
 
     async def main(path):
         store = SQLiteStore(path)
-        # From here on the file may not grow past 256 KiB: writes fail as on a full disk.
+        # From here on no file may grow past 1 MiB (a new one is 128 KiB of 16 KiB pages,
+        # a batch about 70 KiB): writes fail as on a full disk.
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, 256 * 1024))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))
         for batch in range(1000):
             invoices = [m.Invoice(id=batch * 100 + i, revision=1, po_number="x" * 500)
                         for i in range(1, 101)]

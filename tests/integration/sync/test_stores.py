@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -189,3 +191,20 @@ async def test_every_store_applies_the_one_revision_rule(store: Store) -> None:
         for i, (before, deleted, fetched) in zip(ids, cases, strict=True)
     }
     assert outcomes == {1: "created", 2: "stale", 3: "updated", 4: "updated", 5: "created"}
+
+
+async def test_a_new_sqlite_file_has_16k_pages_and_an_older_one_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """Documents of a few KB fit a 16 KiB page whole (a batch commits a quarter of the
+    pages); a file made with other pages keeps them, as SQLite cannot change them in WAL."""
+    older = tmp_path / "older.db"
+    with contextlib.closing(sqlite3.connect(older)) as raw:
+        raw.execute("PRAGMA page_size=4096")
+        raw.execute("VACUUM")  # an empty database, written with 4 KiB pages
+    for path, pages in ((tmp_path / "new.db", 16384), (older, 4096)):
+        async with SQLiteStore(path) as store:
+            await store.apply_documents(documents_of([inv(1, 1), inv(2, 1)]))
+            assert await store.revisions() == {1: 1, 2: 1}
+        with contextlib.closing(sqlite3.connect(path)) as raw:
+            assert raw.execute("PRAGMA page_size").fetchone() == (pages,)
