@@ -43,7 +43,7 @@ BATCH = 40  # calls timed on one side before the other side's turn
 IN_FLIGHT = 20
 WARM = 2 * IN_FLIGHT  # untimed calls first: every connection of the pool open
 ROUNDS = 5
-TARGET = 1.3  # the SDK within 1.3x of raw aiohttp + json.loads
+TARGET = 1.5  # the SDK within 1.5x of raw aiohttp + json.loads (the steering's ruling, issue 43)
 
 
 def _prefilled_budget(limit: int, held: int) -> ia.RateBudget:

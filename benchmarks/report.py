@@ -5,6 +5,9 @@ own, and the site's hook (docs/_hooks/bench_tables.py) calls `render_markers`, w
 in the table of the results in `benchmarks/results/latest.json` whose names start with
 PREFIX. Several prefixes go in one table separated by ` | `; a prefix that matches no
 result is an error, so a renamed benchmark cannot leave a page silently empty.
+`<!-- bench-chart: PREFIX | PREFIX ; title=TITLE ; baseline=LABEL -->` puts in the chart of
+those results (`benchmarks.charts`; `baseline` is optional and names what ours is compared
+with, by default what each result's note says).
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.charts import bar_chart, figure
+
 LATEST = Path(__file__).parent / "results" / "latest.json"
 # Markers stand on lines of their own, so one quoted in running text is left alone.
 MARKER = re.compile(r"^<!--\s*bench:\s*(?P<prefixes>.+?)\s*-->$", re.M)
+CHART_MARKER = re.compile(r"^<!--\s*bench-chart:\s*(?P<spec>.+?)\s*-->$", re.M)
 RUN_MARKER = re.compile(r"^<!--\s*bench-run\s*-->$", re.M)
-# A time whose value reads better in a smaller unit: seconds under 1 become ms, and so on.
-_SMALLER = {"s": ("ms", 1e3), "ms": ("µs", 1e3)}
 
 Row = Mapping[str, Any]
 
@@ -38,8 +42,8 @@ def load(path: Path = LATEST) -> dict[str, Any]:
 def markdown_table(rows: Sequence[Row], *, notes: bool = False) -> str:
     """One line per result: ours, the bound or baseline, the ratio, the target and whether
     it is met; `notes` adds each result's note as a last column."""
-    header = "| benchmark | ours | bound / baseline | ratio | target | met |"
-    rule = "|---|---|---|---|---|---|"
+    header = "| benchmark | ours | baseline | ratio | target | met |"
+    rule = "|---|--:|--:|--:|:-:|:-:|"
     if notes:
         header, rule = header + " note |", rule + "---|"
     lines = [header, rule]
@@ -68,17 +72,34 @@ def render_markers(markdown: str, data: Mapping[str, Any]) -> str:
 
     def table(match: re.Match[str]) -> str:
         prefixes = [p.strip() for p in match["prefixes"].split(" | ")]
-        return markdown_table(select(data["results"], prefixes), notes=True)
+        rows = markdown_table(select(data["results"], prefixes), notes=True)
+        # The class lets docs/stylesheets/extra.css keep figures on one line.
+        return f'<div class="bench-table" markdown="1">\n\n{rows}\n\n</div>'
+
+    charts = 0
+
+    def chart(match: re.Match[str]) -> str:
+        nonlocal charts
+        charts += 1
+        prefixes, *options = (part.strip() for part in match["spec"].split(" ; "))
+        settings = dict(option.partition("=")[::2] for option in options)
+        if "title" not in settings or not set(settings) <= {"title", "baseline"}:
+            raise ValueError(f"a chart marker takes title= and baseline=: {match[0]}")
+        rows = select(data["results"], [p.strip() for p in prefixes.split(" | ")])
+        svg = bar_chart(
+            rows,
+            title=settings["title"],
+            chart_id=f"bench-chart-{charts}",
+            baseline=settings.get("baseline", ""),
+        )
+        return f'<figure class="bench-figure">\n{svg}\n</figure>'
 
     run = f"Measured with Python {data['python']} on {data['machine']} ({data['seconds']:g} s)."
-    return RUN_MARKER.sub(run, MARKER.sub(table, markdown))
+    return RUN_MARKER.sub(run, CHART_MARKER.sub(chart, MARKER.sub(table, markdown)))
 
 
 def _figures(row: Row) -> tuple[str, str]:
-    unit, scale = row["unit"], 1.0
-    if unit in _SMALLER and abs(row["ours"]) < 1:
-        unit, scale = _SMALLER[unit]
-    return f"{row['ours'] * scale:.4g} {unit}", f"{row['baseline'] * scale:.4g} {unit}"
+    return figure(row["ours"], row["unit"]), figure(row["baseline"], row["unit"], like=row["ours"])
 
 
 def _target(row: Row) -> str:

@@ -21,6 +21,8 @@ MODULES = [
     "bench_decode",
     "bench_requests",
     "bench_percall",
+    "bench_blocking",
+    "bench_writes",
     "bench_wall",
     "bench_memory",
     "bench_budget",

@@ -2,6 +2,7 @@
 below and those of `models`, `errors`, `sync` and `testing`; `_`-modules are private)."""
 
 from invoicing_async import _logs, errors
+from invoicing_async._blocking import BlockingInvoicingClient
 from invoicing_async._budget.budget import BudgetSnapshot, RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._models.payloads import Format
@@ -18,6 +19,7 @@ __all__ = [
     "APIResponse",
     "Auth",
     "BasicAuth",
+    "BlockingInvoicingClient",
     "BudgetSnapshot",
     "Format",
     "InvoicingClient",

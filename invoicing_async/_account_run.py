@@ -23,6 +23,7 @@ from invoicing_async._secrets import SecretPolicy, parse_secret_ref, read_secret
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.store import Store
+from invoicing_async._text import package_logger
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
 from invoicing_async.errors import ConfigurationError, InvoicingError, RateLimitExceeded
 
@@ -40,7 +41,7 @@ __all__ = [
     "outcome_of_report",
 ]
 
-logger = logging.getLogger("invoicing_async.run")
+logger = package_logger("invoicing_async.run")
 
 #: `lost` is written by the jobs layer for a run whose worker died; a run never returns it.
 RunStatus = Literal["complete", "incomplete", "budget", "locked", "error", "lost"]

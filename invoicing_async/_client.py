@@ -13,9 +13,10 @@ import attrs
 from yarl import URL
 
 from invoicing_async._budget.budget import RateBudget, spender_of
-from invoicing_async._models.documents import Format, load_model
+from invoicing_async._models.documents import Format, load_document, load_model
+from invoicing_async._models.payloads import dump_document
 from invoicing_async._resources.invoices import InvoicesResource
-from invoicing_async._resources.raw import RawOperations
+from invoicing_async._resources.raw import APIResponse, RawOperations, RecordingTransport
 from invoicing_async._resources.recurring_templates import RecurringTemplatesResource
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.environment import settings_from_env
@@ -28,8 +29,11 @@ from invoicing_async._transport.http import (
 )
 from invoicing_async._transport.retry import RetryPolicy
 from invoicing_async._transport.sender import Sender
-from invoicing_async._transport.urls import account_host
-from invoicing_async.models import CurrentSession
+from invoicing_async._transport.urls import account_host, request_path
+from invoicing_async._writes.journal import Journal, open_journal
+from invoicing_async._writes.once import Writes
+from invoicing_async.errors import ConfigurationError
+from invoicing_async.models import CurrentSession, Invoice
 
 __all__ = ["InvoicingClient"]
 
@@ -50,6 +54,10 @@ class InvoicingClient:
     (`None`: wait as long as it takes). `timeout` bounds each attempt; `deadline`, when
     set, bounds the whole call (budget wait, retries and backoff included).
     `with_options()` changes these for the calls made through the copy it returns.
+
+    `journal` records keyed writes (`idempotency_key=`): in memory by default, or
+    ``sqlite:///writes.sqlite3`` / a ``postgresql://`` URL to survive restarts and be shared
+    by processes. `write_marker` is the invoice attribute that carries a create's key.
 
     Requests go through the proxy of `HTTPS_PROXY` (`HTTP_PROXY` for http) unless
     `NO_PROXY` names the host, as most HTTP clients do; `trust_env=False` ignores them. A
@@ -79,6 +87,8 @@ class InvoicingClient:
         trust_env: bool = True,
         sender: Sender | None = None,
         today: Callable[[], dt.date] = dt.date.today,
+        journal: str | Journal | None = None,
+        write_marker: str = "po_number",
     ) -> None:
         budget = budget if budget is not None else RateBudget()
         options = CallOptions(
@@ -104,6 +114,8 @@ class InvoicingClient:
             trust_env=trust_env,
         )
         spender_of(budget).bind(account_host(self._transport.base_url))
+        self._writes = Writes(open_journal(journal), account_host(self._transport.base_url))
+        self._write_marker = _checked_marker(write_marker)
         self._validate = validate
         self._today = today
         self._bind(options)
@@ -113,9 +125,12 @@ class InvoicingClient:
         self._options = options
         bound = BoundTransport(self._transport, options)
         self._requester = bound
-        self.invoices = InvoicesResource(bound, validate=self._validate, today=self._today)
+        self.invoices = InvoicesResource(
+            bound, validate=self._validate, today=self._today, writes=self._writes
+        )
+        self.invoices._marker = self._write_marker  # noqa: SLF001 - the client's choice
         self.recurring_templates = RecurringTemplatesResource(
-            bound, validate=self._validate, today=self._today
+            bound, validate=self._validate, today=self._today, writes=self._writes
         )
 
     @classmethod
@@ -212,9 +227,59 @@ class InvoicingClient:
         response = await self._requester.request("GET", "/current_session.xml")
         return load_model(response.body, self.format, CurrentSession)
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Mapping[str, Any] | bytes | None = None,
+    ) -> APIResponse[Any]:
+        """Any call of the API, for what the SDK has no method of (contacts, tax rates…),
+        through this client's budget, retries, auth and errors.
+
+        `path` is below the API prefix, `/contacts` or `/contacts/3`; the client's format
+        suffix (`.xml`/`.json`) is added when the last segment has none. `params` become the
+        query. `body` is one root, ``{"contact": {"firstname": "Ann"}}``, written in the
+        client's format (or bytes, sent as they are). A status other than 2xx raises its
+        error (`NotAcceptableError` for an area the API does not serve); GET and DELETE are
+        retried as the SDK's own calls, POST and PUT never once they may have arrived.
+        Returns an `APIResponse`: ``.parse()`` the body as plain data (JSON as sent, XML as
+        ``{root: content}``), ``.content`` its bytes, ``.json()``, status and headers.
+        """
+        verb = method.upper()
+        payload = (
+            body if body is None or isinstance(body, bytes) else dump_document(body, self.format)
+        )
+        target = request_path(path, self.format, params)
+        recorder = RecordingTransport(self._requester)
+        response = await recorder.request(verb, target, body=payload)
+        fmt = self.format
+        return APIResponse(
+            response,
+            elapsed=recorder.elapsed,
+            requests=recorder.requests,
+            decode=lambda content: load_document(content, fmt),
+        )
+
+    async def resolve_pending_writes(self) -> dict[str, bool]:
+        """Settle, by looking at the service, the keyed writes a process that died mid-write
+        left pending in the journal: {key: applied} (a key not applied is freed to be used
+        again). Keys another live writer holds are left to it. 0 requests when none pend."""
+        settled: dict[str, bool] = {}
+        for record in await self._writes.journal.pending(self._writes.scope):
+            kind = record.intent.kind
+            resource = self.recurring_templates if kind == "create_template" else self.invoices
+            outcome = await self._writes.settle(record.intent, resource._look)  # noqa: SLF001
+            if outcome is not None:
+                settled[record.intent.key] = outcome
+        return settled
+
     async def aclose(self) -> None:
-        """Close the aiohttp session if this client created it (and every copy's with it)."""
+        """Close the aiohttp session if this client created it (and every copy's with it),
+        and the write journal."""
         await self._transport.close()
+        await self._writes.journal.close()
 
     async def __aenter__(self) -> InvoicingClient:
         self._transport.open()
@@ -222,3 +287,14 @@ class InvoicingClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _checked_marker(name: str) -> str:
+    """`write_marker` must name a text attribute of `Invoice` that clients set."""
+    spec = next((f for f in attrs.fields(Invoice) if f.name == name), None)
+    if spec is None or spec.metadata.get("invoicing.read_only") or "str" not in str(spec.type):
+        raise ConfigurationError(
+            f"write_marker={name!r}: name a text attribute of Invoice that clients set "
+            "(po_number, the default, or description)"
+        )
+    return name

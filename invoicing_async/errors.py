@@ -23,8 +23,11 @@ __all__ = [
     "FieldError",
     "ForbiddenError",
     "HTTPStatusError",
+    "IdempotencyKeyError",
     "InsecureTransportError",
+    "InvalidArgumentError",
     "InvoicingError",
+    "JournalError",
     "NotAcceptableError",
     "NotFoundError",
     "NotImplementedByServerError",
@@ -34,6 +37,7 @@ __all__ = [
     "ServerError",
     "StoreError",
     "ValidationError",
+    "WriteUnsettledError",
 ]
 
 BODY_EXCERPT_CHARS = 500
@@ -99,6 +103,26 @@ class EventLoopError(InvoicingError, RuntimeError):
 class StoreError(InvoicingError):
     """The local store cannot be used: unreadable, corrupt, read-only, full, or of a newer
     schema. The message names the file, the cause and what to do; nothing was changed."""
+
+
+class IdempotencyKeyError(InvoicingError, ValueError):
+    """An idempotency key that cannot be used: empty, longer than the marker field holds, or
+    used before for another request. Raised before anything is sent."""
+
+
+class JournalError(StoreError):
+    """The write journal cannot be reached or read (corrupt, not a journal). Keyed writes
+    fail closed: nothing was sent."""
+
+
+class WriteUnsettledError(InvoicingError):
+    """A keyed write may have been applied and looking could not tell (the look failed too).
+    The journal keeps its intent: the next use of the key, or
+    `client.resolve_pending_writes()`, settles it. The failure is the `__cause__`."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 class APIConnectionError(InvoicingError):
@@ -220,3 +244,13 @@ class ValidationError(HTTPStatusError):
         # Status 0: raised by client-side validation, nothing was sent.
         message = f"invalid: {summary}" if status else f"not sent, invalid: {summary}"
         super().__init__(message, status=status, method=method, url=url, headers=headers, body=body)
+
+
+class InvalidArgumentError(ValidationError, TypeError, ValueError):
+    """An argument no request may carry, refused before sending: an attribute the model
+    does not have (misspelt) or one that is read-only, in `update(id, **changes)`.
+
+    A `ValidationError` (status 0, `errors` names each bad attribute and what is accepted),
+    so a handler that answers `InvoicingError` answers this too; still a `TypeError` and a
+    `ValueError` for code written against the plain ones.
+    """

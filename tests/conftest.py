@@ -3,42 +3,30 @@ the `servers` marker and the hypothesis profiles."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
 import logging
 import os
-import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeClock, FakeInvoicingService, _service
 from tests.scripted import ScriptedAPI
 
+pytest_plugins = ["pytester"]  # the pytest plugin's own tests run user test files
+
 # Example counts are the profile's: `dev` (small, the default) for local runs, `ci` (larger)
-# when CI=true; HYPOTHESIS_PROFILE names either one explicitly.
-settings.register_profile("dev", max_examples=10)
-settings.register_profile("ci", max_examples=200, print_blob=True)
+# when CI=true; HYPOTHESIS_PROFILE names either one explicitly. Neither has a deadline or the
+# too-slow health check: both are wall-clock bounds, which a busy machine breaks.
+UNTIMED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", UNTIMED, max_examples=10)
+settings.register_profile("ci", UNTIMED, max_examples=200, print_blob=True)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE")
     or ("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if sys.version_info < (3, 11):
-        # 3.10's asyncio SSL layer drops the transport of a connection the peer cut (the
-        # fake's dropped and truncated responses) without closing it; 3.11 rewrote it.
-        for line in (
-            "ignore:unclosed transport <asyncio.sslproto._SSLProtocolTransport:ResourceWarning",
-            "ignore:Exception ignored in. <function _SSLProtocolTransport.__del__"
-            ":pytest.PytestUnraisableExceptionWarning",
-        ):
-            config.addinivalue_line("filterwarnings", line)
 
 
 SERVER_FIXTURES = frozenset(
@@ -90,27 +78,10 @@ async def client(service: FakeInvoicingService, fmt: str) -> AsyncIterator[ia.In
         yield c
 
 
-@contextlib.contextmanager
-def running_in_thread(service: FakeInvoicingService) -> Iterator[FakeInvoicingService]:
-    """`service` served from a loop in its own thread: tests may run loops of their own, and
-    its encoding never lands on the loop a test measures."""
-    loop = asyncio.new_event_loop()
-    loop.run_until_complete(service.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield service
-    finally:
-        asyncio.run_coroutine_threadsafe(service.stop(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
-
-
 @pytest.fixture
 def service_in_thread() -> Iterator[FakeInvoicingService]:
     """A small fake service (3 invoices, plain http) in its own thread."""
-    with running_in_thread(FakeInvoicingService(invoices=3, tls=False)) as service:
+    with FakeInvoicingService(invoices=3, tls=False).serve_in_thread() as service:
         yield service
 
 

@@ -17,7 +17,11 @@ GUARD = 60.0  # seconds: a child that never arrives or never ends is a hang, not
 #: Every module whose functions run in a forked child: one forkserver, started by the
 #: first test that needs it, serves them all (a module missing here is imported anew by
 #: each child).
-PRELOAD = ["tests.integration.sync.racing_children", "tests.integration.reliability.sync_child"]
+PRELOAD = [
+    "tests.integration.sync.racing_children",
+    "tests.integration.reliability.sync_child",
+    "tests.integration.writes.writer_child",
+]
 
 
 def context() -> ForkServerContext:

@@ -1,7 +1,8 @@
-"""mkdocs hook: benchmark tables generated from benchmarks/results/latest.json.
+"""mkdocs hook: benchmark tables and charts generated from benchmarks/results/latest.json.
 
 A page writes `<!-- bench: PREFIX -->` (several prefixes separated by ` | `) where a table
-belongs, and `<!-- bench-run -->` for the line saying when the run was made; the
+belongs, `<!-- bench-chart: PREFIX ; title=TITLE -->` where a chart (an inline SVG) does,
+and `<!-- bench-run -->` for the line saying when the run was made; the
 rendering is `benchmarks.report.render_markers`. A marker that names no result fails the
 build, so figures in the docs are never typed by hand and never silently missing.
 """
@@ -22,12 +23,12 @@ _RESULTS = Path("benchmarks") / "results" / "latest.json"
 
 
 def on_page_markdown(markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str:
-    """Replace the page's benchmark markers with tables from the results file."""
+    """Replace the page's benchmark markers with tables and charts from the results file."""
     del files  # part of the hook's signature
     if "<!-- bench" not in markdown:
         return markdown
     results: dict[str, Any] = load(Path(config.config_file_path).parent / _RESULTS)
     try:
         return render_markers(markdown, results)
-    except MissingResultError as exc:
+    except (MissingResultError, ValueError) as exc:
         raise PluginError(f"{page.file.src_uri}: {exc} in {_RESULTS}") from exc

@@ -9,8 +9,9 @@ hour). Where the ledger lives is a `BudgetStore`; one that cannot be reached fai
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from aiolimiter import AsyncLimiter
 
 from invoicing_async._budget.ledger import Grant, LedgerView
 from invoicing_async._budget.stores import BudgetStore, MemoryBudgetStore, open_budget_store
+from invoicing_async._text import package_logger
 from invoicing_async.errors import (
     BudgetUnavailableError,
     ConfigurationError,
@@ -30,7 +32,7 @@ T = TypeVar("T")
 
 __all__ = ["BudgetSnapshot", "RateBudget", "Spender", "spender_of"]
 
-logger = logging.getLogger("invoicing_async.budget")
+logger = package_logger("invoicing_async.budget")
 
 # Added to each computed wait, so a unit has surely come back on waking.
 _WAKE_MARGIN = 0.001
@@ -121,7 +123,8 @@ class RateBudget:
         return self._spender.store.shared
 
     async def refresh(self) -> BudgetSnapshot:
-        """Read the ledger now (a shared store's state changes with other processes)."""
+        """Read the ledger now and return its snapshot (a shared store's state changes
+        with other processes; `snapshot()` alone is this process's last view)."""
         await self._spender.refresh()
         return self.snapshot()
 
@@ -138,6 +141,8 @@ class RateBudget:
         return self._spender.wait_for(requests, self.reserve if background else 0)
 
     def snapshot(self) -> BudgetSnapshot:
+        """This process's last view of the budget, without I/O: a shared store's other
+        users may have spent more since; `await refresh()` reads the store now."""
         spender = self._spender
         view = spender.current()
         return BudgetSnapshot(
@@ -186,6 +191,7 @@ class Spender:
         self._shared = store.shared
         self._local = store if isinstance(store, MemoryBudgetStore) else None
         self._timeout = timeout
+        self._pace = pace
         self._pacer = None if pace is None else AsyncLimiter(1, 1.0 / pace)
         self._bound_host: str | None = None
         self._view = LedgerView(budget.limit, 0, 0, None)
@@ -193,6 +199,14 @@ class Spender:
         self._lines: dict[int, asyncio.Lock] = {}  # callers waiting, by reserve kept
         # Store calls given up on, still cancelling: kept referenced until they end.
         self._abandoned: set[asyncio.Future[Any]] = set()
+        _SPENDERS.add(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: drop what belongs to the parent's event loops (the lines of
+        waiting callers, the pacer), which the child's loop must not touch."""
+        self._lines = {}
+        self._abandoned = set()
+        self._pacer = None if self._pace is None else AsyncLimiter(1, 1.0 / self._pace)
 
     def bind(self, host: str) -> None:
         """Name the budget after the client's host unless `key` was given (a shared budget
@@ -305,7 +319,19 @@ class Spender:
     async def _call(self, operation: Awaitable[T]) -> T:
         """Run a shared store's operation; one that fails or stalls fails closed."""
         where = _redact(self.shared_url)
+        turns = self.store.turns
+        if turns is not None:
+            try:  # waiting in this process for a connection is untimed: not the store's fault
+                await turns.wait()
+            except BaseException as exc:
+                if asyncio.iscoroutine(operation):
+                    operation.close()
+                if isinstance(exc, BudgetUnavailableError):
+                    raise BudgetUnavailableError(f"shared budget {where} {exc}") from None
+                raise
         task = asyncio.ensure_future(operation)
+        if turns is not None:
+            task.add_done_callback(turns.ended)
         try:
             done, _ = await asyncio.wait({task}, timeout=self._timeout)
         except BaseException:  # the caller was cancelled: so is the operation
@@ -358,6 +384,17 @@ class Spender:
         if view.next_in is None or not view.in_use:
             return period * ((extra - 1) // self.budget.limit + 1)
         return max(0.0, view.next_in) + (extra - 1) // view.in_use * period
+
+
+_SPENDERS: weakref.WeakSet[Spender] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for spender in list(_SPENDERS):
+        spender.after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _spent(keep: int, wait: float, max_wait: float | None) -> RateLimitExceeded:

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.stores import Turns, keep_inherited, renew_after_fork
 from invoicing_async._postgres.connect import connection_pool, require_psycopg
 from invoicing_async._postgres.migrations import Component, apply
 from invoicing_async._postgres.reasons import where_of
@@ -24,6 +25,7 @@ class PostgresBudgetStore:
     with `pool`, its connections are borrowed and the pool left open on `close()`."""
 
     shared = True
+    turns: Turns
 
     def __init__(
         self, url: str, *, timeout: float = 5.0, max_connections: int = 4, pool: Any = None
@@ -35,6 +37,20 @@ class PostgresBudgetStore:
         self._shared_pool = pool
         self._pool: Any = None
         self._ready = asyncio.Lock()
+        # A shared pool's other users may hold some of its connections too.
+        size = max_connections if pool is None else int(getattr(pool, "max_size", 1))
+        self.turns = Turns(size, timeout)
+        renew_after_fork(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a pool of its own, opened on first use (the parent's pool runs
+        on the parent's loop, over the parent's sockets); the parent's is kept, unused. A
+        pool passed in is its owner's to make anew in the child."""
+        if self._pool is not None and self._pool is not self._shared_pool:
+            keep_inherited(self._pool)
+            self._pool = None
+        self._ready = asyncio.Lock()
+        self.turns = Turns(self.turns.size, self._timeout)
 
     async def _get_pool(self) -> Any:
         async with self._ready:

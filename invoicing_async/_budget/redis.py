@@ -8,6 +8,7 @@ from importlib import resources
 from typing import Any
 
 from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.stores import Turns, keep_inherited, renew_after_fork
 from invoicing_async._extras import install_hint
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
@@ -21,25 +22,43 @@ class RedisBudgetStore:
     """The ledger of every key in one Redis database (needs the `[redis]` extra)."""
 
     shared = True
+    turns: Turns
 
     def __init__(self, url: str, *, timeout: float = 5.0, max_connections: int = 8) -> None:
         try:
-            import redis.asyncio as aioredis
+            import redis.asyncio  # noqa: F401 - checked here, used by `_connect`
         except ImportError:
             raise ConfigurationError(
                 f"a redis:// shared budget needs redis-py; {install_hint('redis')}"
             ) from None
-        # A burst of callers waits its turn for one of a few connections (within the
-        # budget's store_timeout) instead of opening one each or failing past a cap.
+        self._url = url
+        self._timeout = timeout
+        self._max_connections = max_connections
+        self._connect()
+        renew_after_fork(self)
+
+    def _connect(self) -> None:
+        """A client over a pool that connects on first use."""
+        import redis.asyncio as aioredis
+
+        # A burst of callers waits its turn (`turns`, untimed while the server answers) for
+        # one of a few connections instead of opening one each or failing past a cap.
         pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=timeout,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
+            self._url,
+            max_connections=self._max_connections,
+            timeout=self._timeout,
+            socket_timeout=self._timeout,
+            socket_connect_timeout=self._timeout,
         )
         self._redis: Any = aioredis.Redis.from_pool(pool)
+        self.turns = Turns(self._max_connections, self._timeout)
         self._script = self._redis.register_script(_SCRIPT)
+
+    def _after_fork(self) -> None:
+        """In a forked child: connections of its own (two processes on one socket would
+        read each other's replies); the parent's are kept, never used or closed."""
+        keep_inherited(self._redis)
+        self._connect()
 
     async def _run(self, key: str, args: list[Any]) -> list[Any]:
         tag = "{invoicing:budget:" + key + "}"

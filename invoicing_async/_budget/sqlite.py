@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from invoicing_async._budget.ledger import Grant, LedgerParams, LedgerView, Refusal, new_unit_id
+from invoicing_async._budget.stores import Turns, keep_inherited, renew_after_fork
 from invoicing_async._sqlite import retry_locked
 from invoicing_async.errors import BudgetUnavailableError, ConfigurationError
 
@@ -229,6 +230,7 @@ class SQLiteBudgetStore:
     """The ledger of every key in one SQLite file (WAL mode, owner-only)."""
 
     shared = True
+    turns: Turns
 
     def __init__(
         self,
@@ -252,6 +254,19 @@ class SQLiteBudgetStore:
         self._ahead: dict[str, float] = {}
         # Its own thread: a frozen lock holder must not hold up the loop's default pool.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
+        # Calls queued for that thread at once: each takes well under a millisecond there.
+        self.turns = Turns(64, timeout)
+        renew_after_fork(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a thread and a connection of its own, opened on first use
+        (the inherited executor's thread is gone: work given to it would never run)."""
+        if self._db is not None:  # SQLite must not carry a connection across fork, and
+            keep_inherited(self._db)  # closing it may checkpoint the parent's file
+        self._db = None
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="invoicing-budget-sqlite")
+        self.turns = Turns(64, self._timeout)  # the parent's waiters are not the child's
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicing_async._cli.options import CommandParser, add_command, positive_int
-from invoicing_async._logs import printable
+from invoicing_async._logs import printable, report_error
 from invoicing_async._version import __version__
 
 if TYPE_CHECKING:
@@ -137,6 +137,12 @@ def _parser() -> CommandParser:
         help="each account on a port of its own (as each customer has a host of its own); "
         "prints each account's base URL",
     )
+    fake.add_argument(
+        "--spec-shape",
+        action="store_true",
+        help="send only the specification's fields (by default invoices carry the fields "
+        "the real service sent beyond it: tax_components, sent_at, tax on lines…)",
+    )
     return parser
 
 
@@ -161,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = _expected_failure(exc, args)
         if text is None:
             raise
-        print(f"error: {printable(text)}", file=sys.stderr)
+        report_error(text)
         return 1
 
 
@@ -366,6 +372,7 @@ async def _fake_server(args: argparse.Namespace) -> int:
         limit=args.limit,
         port_per_account=args.port_per_account,
         oauth1=args.oauth1,
+        real_shape=not args.spec_shape,
     )
     service.account.faults.latency = args.latency
     for n in range(2, args.accounts + 1):

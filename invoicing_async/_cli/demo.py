@@ -92,6 +92,11 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
             # the second of a change would read that invoice again on the run after it:
             # revisions are whole seconds, and it may change again in the same second.)
             service.clock.advance(seconds=3600)
+            print(
+                "The fake service's clock moves on an hour before the next syncs "
+                "(its hourly budget starts afresh)",
+                flush=True,
+            )
             second = await sync("second sync")
             third = await sync("third sync")
 
@@ -112,6 +117,7 @@ async def run_demo(*, invoices: int, db: Path | None, fmt: str, seed: int, progr
         print(
             f"Requests: first sync {first.requests} (minimum {expected}), second "
             f"{second.requests} (minimum 2), third {third.requests} (minimum 1); "
-            f"the service's hourly budget has {window.remaining} of {window.limit} left"
+            f"the service's hourly budget has {window.remaining} of {window.limit} left "
+            "in the hour since its clock moved"
         )
     return exit_code([first, second, third])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -16,8 +15,9 @@ import attrs
 
 from invoicing_async._cli.options import add_command, positive_int
 from invoicing_async._extras import install_hint
-from invoicing_async._logs import printable
+from invoicing_async._logs import printable, report_error
 from invoicing_async._secrets import DEFAULT_ENV_PREFIX
+from invoicing_async._text import package_logger
 
 if TYPE_CHECKING:
     from invoicing_async._jobs.status import AccountStatus
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ENV_DATABASE_URL", "add_job_commands", "run_job_command"]
 
-logger = logging.getLogger("invoicing_async.jobs")
+logger = package_logger("invoicing_async.jobs")
 
 ENV_DATABASE_URL = "INVOICING_DATABASE_URL"
 ENV_SECRETS_DIR = "INVOICING_SECRETS_DIR"
@@ -177,7 +177,7 @@ def add_job_commands(commands: Any) -> None:
 
 
 def _error(text: str) -> None:
-    print(f"error: {printable(text)}", file=sys.stderr)
+    report_error(text)
 
 
 async def run_job_command(args: argparse.Namespace) -> int:
@@ -348,8 +348,14 @@ async def _enqueue(args: argparse.Namespace, jobs: Jobs) -> int:
     if unknown:
         _error(f"no such accounts: {', '.join(unknown)}")
         return 2
-    for name, state in (await jobs.enqueue(names)).items():
-        print(f"{name}: {'queued' if state == 'queued' else 'already waiting'}")
+    states = await jobs.enqueue(names)
+    if not args.all or args.verbose:
+        for name, state in states.items():
+            print(f"{name}: {'queued' if state == 'queued' else 'already waiting'}")
+    if args.all:
+        queued = sum(state == "queued" for state in states.values())
+        waiting = len(states) - queued
+        print(f"enqueued {len(states)} accounts: {queued} queued, {waiting} already waiting")
     return 0
 
 

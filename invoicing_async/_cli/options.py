@@ -51,12 +51,14 @@ _LOGGING.add_argument(
 _LOGGING.add_argument(
     "--log-level",
     choices=LEVELS,
-    help="the level of the package's log (overrides -v)",
+    metavar="LEVEL",
+    help=f"the level of the package's log: {', '.join(LEVELS)} (overrides -v)",
 )
 _LOGGING.add_argument(
     "--log-format",
     choices=("text", "json"),
-    help="text lines (the default, or INVOICING_LOG_FORMAT), or JSON lines for log "
+    metavar="FORMAT",
+    help="text: text lines (the default, or INVOICING_LOG_FORMAT), or json: JSON lines for log "
     "shippers (on stderr)",
 )
 

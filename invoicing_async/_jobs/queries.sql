@@ -93,6 +93,27 @@ WITH runs AS (
 )
 UPDATE invoicing_accounts SET due_at = now() WHERE name = ANY(%s);
 
+-- name: close_orphan_runs
+-- Runs still running whose account's lock nobody holds: the worker that held it is gone
+-- (killed, or its database restarted and dropped the lock; start_run takes the lock and
+-- finish_run lets it go in the run's own statements). They become lost, their accounts due
+-- now; a worker still recording its outcome writes it over. An advisory lock on a bigint
+-- shows in pg_locks as its high (classid) and low (objid) halves.
+WITH lost AS (
+    UPDATE invoicing_runs r SET status = 'lost', finished_at = now(), updated_at = now(),
+        error = 'the worker stopped answering (killed or cut off) during the run'
+    WHERE r.status = 'running' AND NOT EXISTS (
+        SELECT 1 FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND ((l.classid::bigint << 32) | l.objid::bigint)
+            = hashtextextended('invoicing-account:' || r.account, 0))
+    RETURNING r.account
+), due AS (
+    UPDATE invoicing_accounts SET due_at = now() WHERE name IN (SELECT account FROM lost)
+)
+SELECT DISTINCT account FROM lost ORDER BY account;
+
 -- name: account_statuses
 -- Every account (or the one named) with its latest run, by name.
 SELECT a.name, a.host, a.due_at, r.status, r.started_at, r.finished_at, r.requests,

@@ -4,6 +4,7 @@ due time is set in the outcome's transaction, so a run never ends without it."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -24,14 +25,18 @@ __all__ = [
     "AccountStatus",
     "StartedRun",
     "account_statuses",
+    "close_orphan_runs",
     "finish_run",
     "mark_lost",
+    "natural_key",
     "next_due",
     "problems",
     "record_progress",
     "start_run",
     "summary",
 ]
+
+_DIGITS = re.compile(r"([0-9]+)")
 
 #: Seconds a `locked` account waits before it is due again.
 LOCKED_RETRY = 300.0
@@ -114,6 +119,13 @@ async def mark_lost(conn: Conn, job_ids: list[int], accounts: list[str]) -> None
     await conn.execute(SQL["mark_lost"], (job_ids, accounts))
 
 
+async def close_orphan_runs(conn: Conn) -> list[str]:
+    """Runs left `running` by a worker that is gone (no one holds their account's lock)
+    become `lost` and their accounts due now; the accounts, by name."""
+    cursor = await conn.execute(SQL["close_orphan_runs"])
+    return [str(row[0]) for row in await cursor.fetchall()]
+
+
 @attrs.frozen
 class AccountStatus:
     """An account's line in `status`: its last run and when it is due (no secrets)."""
@@ -137,9 +149,20 @@ class AccountStatus:
 
 
 async def account_statuses(conn: Conn, account: str | None = None) -> list[AccountStatus]:
-    """Every account with its latest run, by name; only `account` when given."""
+    """Every account with its latest run, by name in natural order (`account-2` before
+    `account-10`); only `account` when given."""
     cursor = await conn.execute(SQL["account_statuses"], (account, account))
-    return [AccountStatus(*row) for row in await cursor.fetchall()]
+    rows = [AccountStatus(*row) for row in await cursor.fetchall()]
+    return sorted(rows, key=lambda row: natural_key(row.account))
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key reading runs of digits as numbers: `account-2` < `account-10`."""
+    return tuple(
+        (0, int(part)) if part.isascii() and part.isdigit() else (1, part)
+        for part in _DIGITS.split(name)
+        if part
+    )
 
 
 def summary(rows: Sequence[AccountStatus]) -> str:

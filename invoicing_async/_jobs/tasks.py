@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import os
 import signal
 import socket
@@ -32,6 +31,7 @@ from invoicing_async._jobs import SQL
 from invoicing_async._jobs.accounts import Account
 from invoicing_async._jobs.status import (
     StartedRun,
+    close_orphan_runs,
     finish_run,
     mark_lost,
     next_due,
@@ -45,6 +45,7 @@ from invoicing_async._secrets import SecretPolicy
 from invoicing_async._sync import postgres as store_postgres
 from invoicing_async._sync.postgres import PostgresStore
 from invoicing_async._sync.report import SyncProgress
+from invoicing_async._text import package_logger
 from invoicing_async.errors import StoreError
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = ["COMPONENTS", "DISPATCH_TASK", "SYNC_TASK", "Jobs", "WatchedJobManager"]
 
-logger = logging.getLogger("invoicing_async.jobs")
+logger = package_logger("invoicing_async.jobs")
 
 SYNC_TASK = "invoicing.sync_account"
 DISPATCH_TASK = "invoicing.dispatch"
@@ -162,6 +163,9 @@ class Jobs:
         # Why the job worker cannot run jobs (see `job_worker_problem`).
         self.worker_problem: str | None = None
         self._stop_requested = False
+        # The jobs this process is running: never recovered as stalled by its own watchdog
+        # (its heartbeat stops with its job worker, while those jobs still end here).
+        self._running_jobs: set[int] = set()
 
     async def __aenter__(self) -> Jobs:
         await self.pool.open()  # a wrong URL fails here, at once, with the server's reason
@@ -257,11 +261,23 @@ class Jobs:
         return queued
 
     async def recover_stalled(self) -> list[str]:
-        """Fail the jobs of workers silent for `stalled_after` seconds; queue their accounts."""
+        """Fail the jobs of workers silent for `stalled_after` seconds and queue their
+        accounts; close the runs whose worker is gone (`close_orphan_runs`)."""
+        async with self.pool.connection() as conn:
+            closed = await close_orphan_runs(conn)
+        if closed:
+            logger.warning(
+                "closed the runs of %d accounts whose worker is gone: %s",
+                len(closed),
+                closed,
+                extra={"event": "orphan_runs_closed", "accounts": closed},
+            )
         stalled = await self.manager.get_stalled_jobs(seconds_since_heartbeat=self.stalled_after)
         ids: list[int] = []
         accounts: list[str] = []
         for job in stalled:
+            if job.id in self._running_jobs:
+                continue
             try:
                 await self.manager.finish_job(job, status=Status.FAILED, delete_job=False)
             except Exception:  # finished meanwhile: its worker was alive after all
@@ -368,6 +384,15 @@ class Jobs:
 
     async def sync(self, name: str, *, job_id: int | None = None, worker: str | None = None) -> str:
         """Sync one account now and record the run, holding the account's lock; its status."""
+        if job_id is not None:
+            self._running_jobs.add(job_id)
+        try:
+            return await self._sync(name, job_id, worker)
+        finally:
+            if job_id is not None:
+                self._running_jobs.discard(job_id)
+
+    async def _sync(self, name: str, job_id: int | None, worker: str | None) -> str:
         async with self.pool.connection() as conn:
             try:
                 started = await start_run(conn, name, job_id, worker)

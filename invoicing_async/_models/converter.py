@@ -172,11 +172,19 @@ def check_plain(value: Any, depth: int = 1) -> None:
     elif cls is dict or cls is list:
         if depth > MAX_DEPTH:
             raise DecodeError(f"nested more than {MAX_DEPTH} levels deep")
-        for key in value if cls is dict else ():
-            if not text_ok(key):
-                raise DecodeError(_LONE_SURROGATE)
+        if cls is dict:
+            for key in value:
+                if not (key.isascii() or text_ok(key)):
+                    raise DecodeError(_LONE_SURROGATE)
+        # Members inline: a call only for a nested collection (a list of small objects,
+        # as `tax_components`, is the common case).
         for item in value.values() if cls is dict else value:
-            check_plain(item, depth + 1)
+            kind = item.__class__
+            if kind is str:
+                if not (item.isascii() or text_ok(item)):
+                    raise DecodeError(_LONE_SURROGATE)
+            elif kind is dict or kind is list:
+                check_plain(item, depth + 1)
 
 
 # What a field's value is, so the hot loop takes the common cases without a call.
@@ -190,10 +198,17 @@ _TEXTS: dict[Any, TextCache] = {
 }
 
 
+#: An unknown field name longer than this is not remembered by a model's table (the
+#: service's own names are under 40): the tables then hold at most 256 × 128 characters.
+MOST_KEPT_NAME_CHARS = 128
+
+
 # The hot path of decoding: one closure per model class over a precomputed table; split
 # into more calls it would cost a call per field of every invoice.
 def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
-    table: dict[str, tuple[str, Callable[[Any, Any], Any], Any, int, Any] | None] = {}
+    # A known name's (attribute, hook, type, kind, text cache); an unknown one's name in
+    # `extra` (a str: checked once, snake_cased once).
+    table: dict[str, Any] = {}
     for spec in field_specs(cls):
         if spec.item_model is not None:
             item_hook = converter.get_structure_hook(spec.item_model)
@@ -206,7 +221,9 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
         for key in read_keys(spec):
             table[key] = entry
     cls_name = cls.__name__
-    most_names = len(table) + 256  # the table's growth by names the models do not know
+    # The table's growth by names the models do not know: in count and, as a name sent
+    # once may be a megabyte long, in length (a longer name is looked at on every answer).
+    most_names = len(table) + 256
 
     def structure_model(data: Any, _: Any) -> M:  # noqa: C901 - one loop, kept flat for speed
         if data.__class__ is not dict:
@@ -217,20 +234,26 @@ def _make_model_hook(cls: type[M]) -> Callable[[Any, Any], M]:  # noqa: C901
             try:
                 entry = table[key]  # a subscript, not a `get` call: once per field
             except KeyError:
-                entry = None
-                if len(table) < most_names:  # a name sent again is then found as unknown
-                    table[key] = None
-            if entry is None:
+                if not text_ok(key):  # a field name no store can keep either
+                    raise DecodeError(f"{cls_name}: a field name {_LONE_SURROGATE}") from None
+                entry = snake_name(key)
+                # A name sent again is then found as unknown.
+                if len(table) < most_names and len(key) <= MOST_KEPT_NAME_CHARS:
+                    table[key] = entry
+            if entry.__class__ is str:  # a field the model does not know: kept in `extra`
                 if extra is None:
                     extra = {}
-                if not text_ok(key):  # a field name no store can keep either
-                    raise DecodeError(f"{cls_name}: a field name {_LONE_SURROGATE}")
-                if value.__class__ is not int:
+                # Scalars checked here (most extra fields are), collections by `check_plain`.
+                kind_of_value = value.__class__
+                if kind_of_value is str:
+                    if not (value.isascii() or text_ok(value)):
+                        raise DecodeError(f"{cls_name}.{entry}: {_LONE_SURROGATE}")
+                elif kind_of_value is dict or kind_of_value is list:
                     try:
                         check_plain(value)
                     except DecodeError as exc:
-                        raise DecodeError(f"{cls_name}.{snake_name(key)}: {exc}") from None
-                extra[snake_name(key)] = value
+                        raise DecodeError(f"{cls_name}.{entry}: {exc}") from None
+                extra[entry] = value
                 continue
             if value is None:
                 continue  # None, or for a collection its default: empty

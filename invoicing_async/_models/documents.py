@@ -25,6 +25,7 @@ __all__ = [
     "each_member",
     "each_model_batch",
     "list_root_check",
+    "load_document",
     "load_field_errors",
     "load_list",
     "load_model",
@@ -44,6 +45,17 @@ def _decode(body: bytes, fmt: Format) -> tuple[str | None, Any]:
         root, value = decode_xml(body)
         return snake_name(root), value
     return unwrap_root(decode_json(body))
+
+
+def load_document(body: bytes, fmt: Format) -> Any:
+    """A body as plain data, for calls the SDK has no model of: JSON as sent (decimals
+    exact), XML as ``{root: content}`` with typed scalars; None for an empty body."""
+    if not body.strip():
+        return None
+    if fmt == "xml":
+        root, value = decode_xml(body)
+        return {root: value}
+    return decode_json(body)
 
 
 def load_model(body: bytes, fmt: Format, cls: type[M]) -> M:

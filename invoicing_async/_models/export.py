@@ -24,7 +24,9 @@ __all__ = [
     "RATE_DECIMAL",
     "dataframes",
     "decimal_type",
+    "decimal_unheld",
     "details_dataframe",
+    "held_decimals",
     "invoices_dataframe",
     "scalar_columns",
     "to_jsonable",
@@ -77,6 +79,43 @@ def decimal_type(name: str) -> tuple[int, int]:
     return RATE_DECIMAL if name in _RATES else MONEY_DECIMAL
 
 
+def decimal_unheld(value: Decimal, name: str) -> str | None:
+    """Why the column `name` cannot hold `value` exactly (None: it can), judged by value
+    whatever its notation (`1E+60`, `0012.50`, `+12`, `0E+100`): more places than its
+    scale (never rounded), or more integer digits than its precision leaves."""
+    precision, scale = decimal_type(name)
+    if not value.is_finite():
+        return "is not a finite number"
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # a finite value's
+    significant = len("".join(map(str, digits)).rstrip("0"))
+    if not significant:
+        return None  # zero, in any notation
+    if -(exponent + len(digits) - significant) > scale:
+        return f"has more than {scale} decimal places"
+    if value.adjusted() >= precision - scale:
+        return f"exceeds DECIMAL({precision},{scale})"
+    return None
+
+
+def held_decimals(name: str, values: list[Decimal | None]) -> Any:
+    """The Arrow decimal array of the column `name` holding `values` exactly, whatever
+    their notation (Arrow alone refuses `0E+100`); `pyarrow.ArrowInvalid` (a `ValueError`)
+    naming the first value it cannot hold."""
+    import pyarrow as pa
+
+    kind = pa.decimal128(*decimal_type(name))
+    try:
+        return pa.array(values, type=kind)
+    except pa.ArrowInvalid:
+        pass
+    quantum = Decimal(1).scaleb(-kind.scale)
+    for value in values:
+        if value is not None and (why := decimal_unheld(value, name)) is not None:
+            raise pa.ArrowInvalid(f"{name}={value} {why}")
+    return pa.array([None if v is None else v.quantize(quantum) for v in values], type=kind)
+
+
 def scalar_columns(cls: type[Any]) -> dict[str, str]:
     """Column name -> kind ("int", "decimal", "date", "datetime", "bool", "str") of the
     scalar attributes of a model class (what frames and the dlt schema are made of)."""
@@ -99,7 +138,7 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pandas.DataFr
             # Documents hold amounts as text or integers. Arrow refuses a value with more
             # places than the scale: nothing is rounded.
             exact = [v if v is None or isinstance(v, Decimal) else Decimal(v) for v in values]
-            array = pa.array(exact, type=pa.decimal128(*decimal_type(name)))
+            array = held_decimals(name, exact)
             data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "date":
             array = pa.array(values, type=pa.date32())

@@ -4,18 +4,19 @@ Resources build no names themselves."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from invoicing_async._models.base import Model
-from invoicing_async._models.fields import Format, field_specs, snake_name, wire_key
+from invoicing_async._models.fields import FieldSpec, Format, field_specs, snake_name, wire_key
 from invoicing_async._models.invoice import Invoice, InvoiceDetail, InvoicePayment
 from invoicing_async._models.recurring import RecurringTemplate, RecurringTemplateDetail
 from invoicing_async._models.session import CurrentSession
 from invoicing_async._wire.json import encode_json
 from invoicing_async._wire.outgoing import problems
 from invoicing_async._wire.xml import PlainList, encode_xml
-from invoicing_async.errors import FieldError, ValidationError
+from invoicing_async.errors import FieldError, InvalidArgumentError, ValidationError
 
 __all__ = [
     "ROOTS",
@@ -23,6 +24,7 @@ __all__ = [
     "Mode",
     "changes_to_wire",
     "dump_changes",
+    "dump_document",
     "dump_filter",
     "dump_model",
     "dump_send",
@@ -114,18 +116,35 @@ def _value_to_wire(value: Any, fmt: Format, mode: Mode) -> Any:
 
 
 def changes_to_wire(cls: type[Model], changes: Mapping[str, Any], *, fmt: Format) -> dict[str, Any]:
-    """Only the named attributes, for an update (None clears a value); unknown names raise
-    `TypeError` and read-only ones `ValueError`, before anything is sent."""
+    """Only the named attributes, for an update (None clears a value); unknown and read-only
+    names raise `InvalidArgumentError` (a `ValidationError`, `TypeError` and `ValueError`)
+    naming each, before anything is sent."""
     specs = {s.name: s for s in field_specs(cls)}
     out: dict[str, Any] = {}
+    refused: list[FieldError] = []
     for name, value in changes.items():
         spec = specs.get(name)
-        if spec is None:
-            raise TypeError(f"{cls.__name__} has no attribute {name!r}")
-        if spec.read_only:
-            raise ValueError(f"{cls.__name__}.{name} is read-only and cannot be updated")
+        if spec is None or spec.read_only:
+            refused.append(_refusal(cls, name, specs))
+            continue
         out[wire_key(spec.request, fmt)] = _value_to_wire(value, fmt, "request")
+    if refused:
+        raise InvalidArgumentError(refused)
     return out
+
+
+def _refusal(cls: type[Model], name: str, specs: Mapping[str, FieldSpec]) -> FieldError:
+    """Why `name` cannot be updated: unknown (with its close matches) or read-only, and
+    what may be."""
+    writable = sorted(n for n, spec in specs.items() if not spec.read_only)
+    if name in specs:
+        return FieldError(name, f"{cls.__name__}.{name} is read-only and cannot be updated")
+    close = difflib.get_close_matches(name, writable, n=3)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return FieldError(
+        name,
+        f"{cls.__name__} has no attribute {name!r}{hint} (updatable: {', '.join(writable)})",
+    )
 
 
 def _wrapped(root: str, data: Mapping[str, Any] | list[Any], fmt: Format) -> bytes:
@@ -164,6 +183,26 @@ def dump_send(email: str | None, invoice_email: str | None, send_method: str, fm
     address or text given as None is left out (the service then uses its own)."""
     data = {"email": email, "invoice_email": invoice_email, "send_method": str(send_method)}
     return _request("invoice", {wire_key(k, fmt): v for k, v in data.items() if v is not None}, fmt)
+
+
+def dump_document(document: Mapping[str, Any], fmt: Format) -> bytes:
+    """A caller's own body (`client.request`): one root, ``{"contact": {…}}``, written in
+    `fmt` (snake_case names work in both: Rails reads `-` as `_`); refused like any body."""
+    if len(document) != 1:
+        roots = ", ".join(map(repr, document)) or "none"
+        raise ValueError(f'a body has one root, as {{"contact": {{...}}}}; got {roots}')
+    [(root, data)] = document.items()
+    if not isinstance(data, (Mapping, list)):
+        raise TypeError(f"the body's root {root!r} holds an object or a list, not {data!r}")
+    found = [
+        FieldError(attribute=path, message=message)
+        for path, message in problems(data, xml=fmt == "xml")
+    ]
+    if found:
+        raise ValidationError(found)
+    if fmt == "xml":
+        return encode_xml(root, data)
+    return encode_json(root, data)
 
 
 def dump_filter(parameters: Mapping[str, Any], fmt: Format, *, root: str = "filter") -> bytes:

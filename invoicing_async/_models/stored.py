@@ -83,7 +83,7 @@ def load_invoice_documents(
 
 def _json_member(raw: bytes, keep_values: bool) -> InvoiceDocument | MemberError:
     """One JSON member: checked in C, or else read by the converter."""
-    checked = checked_invoice(raw)
+    checked = checked_invoice(raw, keep_values=keep_values)
     if checked is not None:
         columns, struct = checked
         return InvoiceDocument(*columns, document=raw, checked=struct if keep_values else None)

@@ -5,18 +5,18 @@ check (never a URL's password)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from invoicing_async._extras import install_hint
 from invoicing_async._postgres.reasons import describe, error_for
+from invoicing_async._text import package_logger
 from invoicing_async.errors import ConfigurationError, StoreError
 
 if TYPE_CHECKING:
     from invoicing_async._postgres.pool import Pool
 
-logger = logging.getLogger("invoicing_async.postgres")
+logger = package_logger("invoicing_async.postgres")
 
 T = TypeVar("T")
 

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import parse_qs
 
+import aiohttp
 import attrs
 from aiohttp import web
 
 from invoicing_async._sync.engine import SyncEngine
 from invoicing_async._sync.report import SyncReport
+from invoicing_async._text import package_logger
 
 __all__ = ["PushASGIApp", "PushReceiver", "PushResponse", "follow_pushes"]
 
-logger = logging.getLogger("invoicing_async.push")
+logger = package_logger("invoicing_async.push")
 
 FORM = "application/x-www-form-urlencoded"
 SECRET_HEADER = "X-Push-Secret"
@@ -145,15 +146,20 @@ class PushReceiver:
             async def read(limit: int) -> bytes:
                 return await _read_limited(request.content.read, limit)
 
-            response = await self.receive(
-                secrets_given=(
-                    request.match_info.get("secret"),
-                    request.headers.get(SECRET_HEADER),
-                ),
-                content_type=request.headers.get("Content-Type"),
-                content_length=request.content_length,
-                read=read,
-            )
+            try:
+                response = await self.receive(
+                    secrets_given=(
+                        request.match_info.get("secret"),
+                        request.headers.get(SECRET_HEADER),
+                    ),
+                    content_type=request.headers.get("Content-Type"),
+                    content_length=request.content_length,
+                    read=read,
+                )
+            except (ConnectionError, aiohttp.ClientPayloadError) as exc:
+                # The sender went away mid-body: nothing taken, nobody left to answer.
+                logger.debug("push cut off mid-body: %s", type(exc).__name__)
+                return web.Response(status=400, text="body cut off")
             return web.Response(status=response.status, text=response.text)
 
         return [web.post(f"{prefix}/{{secret}}", handle), web.post(prefix, handle)]

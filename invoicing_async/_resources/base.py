@@ -11,6 +11,9 @@ from urllib.parse import quote
 from invoicing_async._models.payloads import Format
 from invoicing_async._resources.raw import RawOperations, operations_of
 from invoicing_async._transport.http import BoundTransport
+from invoicing_async._writes.core import Intent
+from invoicing_async._writes.journal import MemoryJournal
+from invoicing_async._writes.once import Answer, KeyedWrite, Send, Writes
 from invoicing_async.errors import DecodeError, FieldError, ValidationError
 
 __all__ = ["Identified", "Resource", "id_from_location", "id_of", "segment", "sets_attributes_only"]
@@ -74,11 +77,13 @@ class Resource:
         *,
         validate: bool = True,
         today: Callable[[], dt.date] = dt.date.today,
+        writes: Writes | None = None,
     ) -> None:
         self._transport = transport
         self._fmt: Format = transport.fmt
         self._validate = validate
         self._today = today
+        self._writes = writes if writes is not None else Writes(MemoryJournal(), "")
 
     @property
     def with_raw_response(self: ResourceT) -> RawOperations[ResourceT]:
@@ -94,14 +99,22 @@ class Resource:
 
     def _write(self, method: str, path: str, write: Callable[..., bytes], *args: Any) -> bytes:
         """The body `write(*args, fmt)` gives; a value no request may carry is refused
-        naming this call (`ValidationError`, nothing sent)."""
+        naming this call (`ValidationError` or its `InvalidArgumentError`, nothing sent)."""
         try:
             return write(*args, self._fmt)
         except ValidationError as exc:
-            raise ValidationError(exc.errors, method=method, url=path) from None
+            raise type(exc)(exc.errors, method=method, url=path) from None
 
     def _check(self, errors: Sequence[FieldError], method: str, path: str) -> None:
         """Raise the 422 the service would give, before spending a request on it (values no
         request may carry are refused when the body is written, even with `validate=False`)."""
         if self._validate and errors:
             raise ValidationError(errors, method=method, url=path)
+
+    async def _once(self, write: KeyedWrite, send: Send) -> bytes:
+        """The answer of a keyed write, applied at most once (the journal's, when it was)."""
+        return await self._writes.run(write, send, self._look, self._transport.options.retry)
+
+    async def _look(self, intent: Intent) -> Answer | None:
+        """What the service shows of a keyed write: its answer when applied, None when not."""
+        raise NotImplementedError(intent.kind)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -38,6 +39,17 @@ def own_pool(name: str, workers: int) -> ThreadPoolExecutor:
         if pool is None:
             pool = _pools[name] = ThreadPoolExecutor(workers, thread_name_prefix=name)
         return pool
+
+
+def _forget_pools_in_child() -> None:
+    """In a forked child: the parent's pool threads do not exist here, and a pool that
+    believes one of them idle would queue work that never runs (a sync that hangs)."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 async def decode_off_loop(decode: Callable[..., T], body: bytes, *args: Any) -> T:

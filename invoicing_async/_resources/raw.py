@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
@@ -13,6 +14,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from invoicing_async._transport.http import BoundTransport
 from invoicing_async._transport.response import Response, rate_headers
+from invoicing_async._wire.json import decode_json
 
 __all__ = ["APIResponse", "RawOperations", "RecordingTransport", "operations_of"]
 
@@ -27,12 +29,34 @@ class APIResponse(Generic[T]):
     An operation that needed more than one request (a create answered without a body is
     read again; `sync_fetch_ids` sends 100 ids a request) describes its last response, the
     one with the freshest rate-limit counters; `requests` says how many calls it made.
+    `content` is that response's body; `json()` reads it as JSON. From `client.request`,
+    ``parse()`` gives the body as plain data (decoded when first asked for).
     """
 
-    __slots__ = ("_result", "elapsed", "headers", "method", "requests", "status_code", "url")
+    __slots__ = (
+        "_decode",
+        "_result",
+        "content",
+        "elapsed",
+        "headers",
+        "method",
+        "requests",
+        "status_code",
+        "url",
+    )
 
-    def __init__(self, response: Response, *, elapsed: float, requests: int, result: T) -> None:
+    def __init__(
+        self,
+        response: Response,
+        *,
+        elapsed: float,
+        requests: int,
+        result: T | None = None,
+        decode: Callable[[bytes], T] | None = None,
+    ) -> None:
         self.status_code: int = response.status
+        #: The body as received (empty for a HEAD or a 204).
+        self.content: bytes = response.body
         #: The response headers, case-insensitive (`raw.headers["X-RateLimit-Remaining"]`).
         self.headers: CIMultiDictProxy[str] | CIMultiDict[str] = response.headers
         self.url: str = response.url
@@ -42,6 +66,7 @@ class APIResponse(Generic[T]):
         #: Calls the operation made to the service (a retried call counts once).
         self.requests: int = requests
         self._result = result
+        self._decode = decode
 
     @property
     def rate_limit(self) -> int | None:
@@ -53,9 +78,21 @@ class APIResponse(Generic[T]):
         """`X-RateLimit-Remaining` as a number (None when absent or not a count)."""
         return rate_headers(self.headers)[1]
 
+    @property
+    def text(self) -> str:
+        """The body as text (UTF-8; a byte that is not becomes U+FFFD)."""
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """The body read as JSON (decimals exact; `DecodeError` for a body that is not)."""
+        return decode_json(self.content)
+
     def parse(self) -> T:
-        """The operation's usual result: the model (or list, or None) it returns."""
-        return self._result
+        """The operation's usual result: the model (or list, or None) it returns; from
+        `client.request`, the body as plain data in the client's format."""
+        if self._decode is not None:
+            self._result, self._decode = self._decode(self.content), None
+        return typing.cast(T, self._result)
 
     def __repr__(self) -> str:
         return f"<APIResponse [{self.status_code}] {self.method} {self.url}>"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +20,9 @@ from invoicing_async._resources.base import (
     sets_attributes_only,
 )
 from invoicing_async._resources.decoding import decode_off_loop, iter_models
+from invoicing_async._transport.response import server_time
+from invoicing_async._writes.core import CLOCK_TOLERANCE, Intent, on_service_clock
+from invoicing_async._writes.once import Answer, KeyedWrite
 from invoicing_async.models import RecurringTemplate
 
 __all__ = ["RecurringTemplatesResource"]
@@ -44,19 +50,51 @@ class RecurringTemplatesResource(Resource):
         response = await self._transport.request("GET", self._path(template))
         return load_model(response.body, self._fmt, RecurringTemplate)
 
-    async def create(self, template: RecurringTemplate) -> RecurringTemplate:
+    async def create(
+        self, template: RecurringTemplate, *, idempotency_key: str | None = None
+    ) -> RecurringTemplate:
         """Create a template: POST /recurring_templates.xml, 201.
 
         Checked before sending: contact_id, frequency, frequency_type 1-5, at least one
-        line with description and tax_rate_id, and a start date in the future.
+        line with description and tax_rate_id, and a start date in the future. With
+        `idempotency_key`, created at most once for the key (a template has no text field
+        to carry a marker: a look matches contact, schedule and lines of templates made
+        since the intent).
         """
         errors = validation.check_template(template, today=self._today())
         self._check(errors, "POST", "/recurring_templates.xml")
         body = self._write("POST", "/recurring_templates.xml", dump_model, template)
+        send = functools.partial(self._created, body)
+        if idempotency_key is None:
+            answer = (await send()).body
+        else:
+            detail = json.dumps(_signature(template))
+            write = KeyedWrite("create_template", idempotency_key, None, body, detail)
+            answer = await self._once(write, send)
+        return load_model(answer, self._fmt, RecurringTemplate)
+
+    async def _created(self, body: bytes) -> Answer:
         response = await self._transport.request("POST", "/recurring_templates.xml", body=body)
         if response.body.strip():
-            return load_model(response.body, self._fmt, RecurringTemplate)
-        return await self.get(id_from_location(response.headers.get("Location")))
+            return Answer(response.body)
+        ident = id_from_location(response.headers.get("Location"))
+        fetched = await self._transport.request("GET", self._path(ident))
+        return Answer(fetched.body, ident)
+
+    async def _look(self, intent: Intent) -> Answer | None:
+        """A template made since the intent with the request's contact, schedule and lines:
+        one GET of the list."""
+        wanted = json.loads(intent.detail)
+        response = await self._transport.request("GET", "/recurring_templates.xml")
+        server_now = server_time(response.headers)
+        at = on_service_clock(intent.at, now=time.time(), server_now=server_now)
+        for template in load_list(response.body, self._fmt, RecurringTemplate):
+            if _matches(wanted, _signature(template)) and (
+                template.created_at is None
+                or template.created_at.timestamp() >= at - CLOCK_TOLERANCE
+            ):
+                return Answer(dump_model(template, self._fmt, mode="document"), template.id)
+        return None
 
     async def update(
         self, template: int | RecurringTemplate, /, **changes: Any
@@ -82,3 +120,31 @@ class RecurringTemplatesResource(Resource):
     @staticmethod
     def _path(template: int | RecurringTemplate) -> str:
         return f"/recurring_templates/{segment(id_of(template, RecurringTemplate))}.xml"
+
+
+def _signature(template: RecurringTemplate) -> list[Any]:
+    """What tells a template made by a keyed create from others: contact, schedule, lines."""
+    return [
+        template.contact_id,
+        template.frequency_type,
+        None if template.start_date is None else template.start_date.isoformat(),
+        [
+            [d.description, None if d.price is None else str(d.price), d.tax_rate_id]
+            for d in template.details
+            if not d.destroy
+        ],
+    ]
+
+
+def _matches(wanted: Any, found: Any) -> bool:
+    """Whether a template's signature has the request's: what the request left out (None)
+    the service filled in."""
+    if wanted is None:
+        return True
+    if isinstance(wanted, list):
+        return (
+            isinstance(found, list)
+            and len(wanted) == len(found)
+            and all(_matches(w, f) for w, f in zip(wanted, found, strict=True))
+        )
+    return bool(wanted == found)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import IO
@@ -17,10 +16,11 @@ from invoicing_async._sync.plan import SyncPlan
 from invoicing_async._sync.report import BatchCommitted, SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import BatchResult, PendingEntry, Store
+from invoicing_async._text import package_logger
 
 __all__ = ["ProgressBar", "SyncEngine"]
 
-logger = logging.getLogger("invoicing_async.sync")
+logger = package_logger("invoicing_async.sync")
 
 
 class SyncEngine:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 
@@ -19,11 +18,12 @@ from invoicing_async._sync.plan import BATCH_SIZE, SyncPlan, batches_for, plan_s
 from invoicing_async._sync.report import SyncProgress, SyncReport
 from invoicing_async._sync.source import SyncClient
 from invoicing_async._sync.store import PendingEntry, newest
+from invoicing_async._text import package_logger
 from invoicing_async.errors import APIConnectionError, DecodeError, RateLimitExceeded, ServerError
 
 __all__ = ["FetchPhase", "Fetched", "SyncSettings", "newest_of_requested", "unreadable_ids"]
 
-logger = logging.getLogger("invoicing_async.sync")
+logger = package_logger("invoicing_async.sync")
 
 
 @attrs.frozen

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,9 +23,10 @@ from invoicing_async._sync.store import (
     WriteOutcome,
     write_outcome,
 )
+from invoicing_async._text import package_logger
 from invoicing_async.errors import StoreError
 
-logger = logging.getLogger("invoicing_async.sync")
+logger = package_logger("invoicing_async.sync")
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 

@@ -4,7 +4,6 @@ the revision rule every store applies, and the reads all stores share."""
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -13,6 +12,7 @@ import attrs
 from invoicing_async._models.documents import load_model
 from invoicing_async._models.export import dataframes
 from invoicing_async._models.stored import InvoiceDocument
+from invoicing_async._text import package_logger
 from invoicing_async.errors import DecodeError
 from invoicing_async.models import Invoice
 
@@ -31,7 +31,7 @@ __all__ = [
     "write_outcome",
 ]
 
-logger = logging.getLogger("invoicing_async.sync")
+logger = package_logger("invoicing_async.sync")
 
 #: What writing one fetched invoice does to a store's copy.
 WriteOutcome = Literal["created", "updated", "stale"]

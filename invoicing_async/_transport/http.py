@@ -15,6 +15,7 @@ from yarl import URL
 
 from invoicing_async._budget.budget import RateBudget, spender_of
 from invoicing_async._models.documents import Format
+from invoicing_async._text import package_logger
 from invoicing_async._transport import telemetry as _telemetry
 from invoicing_async._transport.auth import Auth
 from invoicing_async._transport.failures import SendError, describe_timeout
@@ -60,7 +61,7 @@ __all__ = [
     "RequestEvent",
 ]
 
-logger = logging.getLogger("invoicing_async")
+logger = package_logger("invoicing_async")
 
 CONTENT_TYPES: dict[str, str] = {"xml": "application/xml", "json": "application/json"}
 

@@ -62,15 +62,21 @@ def _header_int(headers: CIMultiDict[str] | CIMultiDictProxy[str], name: str) ->
         return None
 
 
+#: The largest count a rate header may carry: PostgreSQL's `int`, the narrowest integer a
+#: budget store keeps it in (SQLite's is 2^63 - 1, Redis's a 64-bit integer).
+MAX_RATE_COUNT = 2**31 - 1
+
+
 def rate_headers(headers: Headers) -> tuple[int | None, int | None]:
     """(`X-RateLimit-Limit`, `X-RateLimit-Remaining`), case-insensitive; a value that is no
-    count is unknown (a proxy's garbage must not stop the budget)."""
+    count, or one larger than any store holds, is unknown (a proxy's garbage must not stop
+    the budget)."""
     ci = headers if headers.__class__ is CIMultiDictProxy else _case_insensitive(headers)
     limit = _header_int(ci, "X-RateLimit-Limit")
     remaining = _header_int(ci, "X-RateLimit-Remaining")
     return (
-        limit if limit is not None and limit > 0 else None,
-        remaining if remaining is not None and remaining >= 0 else None,
+        limit if limit is not None and 0 < limit <= MAX_RATE_COUNT else None,
+        remaining if remaining is not None and 0 <= remaining <= MAX_RATE_COUNT else None,
     )
 
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl as ssl_module
-import urllib.request
 from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
@@ -15,6 +15,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from invoicing_async._transport.failures import connection_failure
+from invoicing_async._transport.proxies import NO_PROXY, Proxy, ProxySettings
 from invoicing_async.errors import EventLoopError, ResponseTooLargeError
 
 __all__ = ["AiohttpSender", "OutgoingRequest", "RawResponse", "Sender"]
@@ -73,23 +74,29 @@ class AiohttpSender:
         self._ssl = ssl
         self._trace_configs = trace_configs
         # Our own session takes the proxy of `HTTPS_PROXY`/`HTTP_PROXY` unless `NO_PROXY`
-        # names the host; a borrowed session follows its own `trust_env`. Without any
-        # proxy variable (read now) a request does no lookup at all.
-        self._trust_env = trust_env and session is None and bool(urllib.request.getproxies())
-        self._proxies: dict[tuple[str, str | None], _Proxy] = {}
+        # names the host; a borrowed session follows its own `trust_env`. The variables are
+        # read now (a malformed one fails here, named); without any, no lookup at all.
+        settings = ProxySettings.from_environ(os.environ) if trust_env and session is None else None
+        self._proxy_settings = settings if settings else None
+        self._proxies: dict[tuple[str, str | None, int | None], Proxy] = {}
 
-    def _proxy_for(self, url: URL) -> _Proxy:
-        """The environment's proxy for `url`'s scheme and host, looked up once per pair."""
-        key = (url.scheme, url.host)
+    def _proxy_for(self, url: URL) -> Proxy:
+        """The environment's proxy for `url`'s scheme, host and port, looked up once each."""
+        key = (url.scheme, url.host, url.port)
         found = self._proxies.get(key)
         if found is None:
-            found = self._proxies[key] = env_proxy(url)
+            assert self._proxy_settings is not None
+            found = self._proxies[key] = self._proxy_settings.proxy_for(url)
         return found
 
     def open(self) -> None:
         loop = asyncio.get_running_loop()
         if self._session is None:
             self._session = aiohttp.ClientSession(trace_configs=self._trace_configs)
+            # aiohttp sends a PUT again, unasked, when the connection drops before the
+            # answer: a send or reminder the service applied would go twice. Our retry
+            # policy decides what is repeated.
+            self._session._retry_connection = False  # noqa: SLF001
         if self._loop is None:
             self._loop = loop  # the loop a borrowed session is first used on, or ours
             return
@@ -125,7 +132,9 @@ class AiohttpSender:
         if self._keeper is None:
             await self._keep()
         assert self._session is not None
-        proxy, proxy_headers = self._proxy_for(request.url) if self._trust_env else _NO_PROXY
+        proxy, proxy_headers = (
+            NO_PROXY if self._proxy_settings is None else self._proxy_for(request.url)
+        )
         try:
             async with self._session.request(
                 request.method,
@@ -143,24 +152,6 @@ class AiohttpSender:
         except (asyncio.TimeoutError, aiohttp.ClientError) as exc:
             failure = connection_failure(exc, request.method, request.url, request.timeout)
         raise failure  # outside the except block: the aiohttp exception is not kept
-
-
-_Proxy = tuple[URL | None, dict[str, str] | None]
-_NO_PROXY: _Proxy = (None, None)
-
-
-def env_proxy(url: URL) -> _Proxy:
-    """The proxy the environment gives `url`, as aiohttp's `trust_env` reads it; credentials
-    in the proxy's URL become its `Proxy-Authorization` header."""
-    proxies = urllib.request.getproxies()
-    proxy = proxies.get(url.scheme)
-    if not proxy or (url.host is not None and urllib.request.proxy_bypass(url.host)):
-        return _NO_PROXY
-    address = URL(proxy)
-    if address.user is None:
-        return address, None
-    login = aiohttp.encode_basic_auth(address.user, address.password or "")
-    return address.with_user(None), {"Proxy-Authorization": login}
 
 
 async def _session_keeper(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:

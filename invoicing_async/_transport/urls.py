@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
+from urllib.parse import quote, urlencode
 
 from yarl import URL
 
 from invoicing_async.errors import InsecureTransportError
 
-__all__ = ["account_host", "endpoint_url", "is_loopback", "normalize_prefix", "validate_base_url"]
+__all__ = [
+    "account_host",
+    "endpoint_url",
+    "is_loopback",
+    "normalize_prefix",
+    "request_path",
+    "validate_base_url",
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -46,9 +55,12 @@ def normalize_prefix(api_prefix: str) -> str:
 
 
 def endpoint_url(origin: URL, api_prefix: str, path: str) -> URL:
-    """`https://host/base` + `/api/v1.0` + `/invoices.xml` (the path already escaped)."""
+    """`https://host/base` + `/api/v1.0` + `/invoices.xml` (the path already escaped, as
+    is a query after `?`)."""
     base_path = origin.raw_path.rstrip("/")
-    return origin.with_path(f"{base_path}{api_prefix}{path}", encoded=True)
+    path, mark, query = path.partition("?")
+    url = origin.with_path(f"{base_path}{api_prefix}{path}", encoded=True)
+    return URL(f"{url}?{query}", encoded=True) if mark else url
 
 
 def account_host(url: URL) -> str:
@@ -56,3 +68,15 @@ def account_host(url: URL) -> str:
     fake accounts on two ports are two hours."""
     host = url.host or str(url)
     return host if url.explicit_port is None else f"{host}:{url.explicit_port}"
+
+
+def request_path(path: str, fmt: str, params: Mapping[str, str | int] | None = None) -> str:
+    """A caller's path below the API prefix as a request path: `contacts/3` ->
+    `/contacts/3.json`, the format's suffix added to a last segment without one, unsafe
+    characters escaped, `params` as the query (`?query=Ann&page=2`)."""
+    escaped = quote("/" + path.lstrip("/"), safe="/%:@!$&'()*+,;=-._~")
+    if "." not in escaped.rsplit("/", 1)[-1]:
+        escaped = f"{escaped}.{fmt}"
+    if params:
+        escaped = f"{escaped}?{urlencode(params, quote_via=quote)}"
+    return escaped

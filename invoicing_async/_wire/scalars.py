@@ -32,11 +32,18 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_DEPTH = 100
 
 
+#: A `TextCache` keeps this many texts of at most this many characters (a date, a time
+#: or an amount the service writes is far shorter): at most a few hundred KiB in all.
+MOST_CACHED_TEXTS = 4096
+MOST_CACHED_CHARS = 64
+
+
 class TextCache(dict[str, Any]):
     """Values parsed from text, by text: `cache[text]` (or `cache.__getitem__`, a call in C)
     parses a text not seen yet; a refusal raises. Amounts, dates and times repeat within a
     document and across a sync; parsed once, the same immutable value is reused. Holds up
-    to 4,096 texts; safe across threads."""
+    to 4,096 texts of at most 64 characters each (a longer one is parsed, not kept), so
+    what it holds is bounded in bytes, not only in count; safe across threads."""
 
     def __init__(self, parse: Callable[[str], Any]) -> None:
         super().__init__()
@@ -44,9 +51,10 @@ class TextCache(dict[str, Any]):
 
     def __missing__(self, text: str) -> Any:
         value = self.parse(text)
-        if len(self) >= 4096:
-            self.clear()
-        self[text] = value
+        if len(text) <= MOST_CACHED_CHARS:
+            if len(self) >= MOST_CACHED_TEXTS:
+                self.clear()
+            self[text] = value
         return value
 
 

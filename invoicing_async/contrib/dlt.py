@@ -15,7 +15,6 @@ import datetime as dt
 import hashlib
 import itertools
 import json
-import logging
 import operator
 import ssl as _ssl
 from collections.abc import AsyncIterator, Container, Iterator, Mapping
@@ -37,11 +36,14 @@ from invoicing_async._models.stored import InvoiceDocument
 from invoicing_async._sync import fetching
 from invoicing_async._sync.report import SyncReport
 from invoicing_async._sync.store import PendingEntry
+from invoicing_async._text import package_logger as _package_logger
+from invoicing_async._wire import scalars
+from invoicing_async.errors import DecodeError
 from invoicing_async.models import CurrentSession, Invoice, Model, RecurringTemplate, SyncRevisions
 
 __all__ = ["invoicing_source"]
 
-logger = logging.getLogger("invoicing_async.contrib.dlt")
+logger = _package_logger("invoicing_async.contrib.dlt")
 
 # dlt writes no rows of a resource into its nested tables, so `invoices__details` and
 # the other child tables are tables of the `invoices` resource in their own right, merged
@@ -94,8 +96,8 @@ _QUARANTINE_COLUMNS: TTableSchemaColumns = {
     "revision": {"name": "revision", "data_type": "bigint", "nullable": False},
     "reason": {"name": "reason", "data_type": "text", "nullable": False},
 }
+_SESSION_EXTRA: TColumnSchema = {"name": "extra", "data_type": "text", "nullable": True}
 _PENDING = "pending"  # resource state: the plan's quarantined ids and rechecks
-_LOADED = "loaded"  # resource state: set once a load ran; reset by every dlt refresh
 
 
 def _kinds(cls: type[Model]) -> dict[str, str]:
@@ -128,13 +130,9 @@ def _unheld(cls: type[Model], name: str, kind: str, item: Any, value: Any) -> st
     out of range in UTC, text that is not UTF-8 (a lone surrogate)."""
     what = f"{cls.__name__} {getattr(item, 'id', None)}: {name}"
     if kind == "decimal" and value is not None:
-        value = Decimal(value)
-        precision, scale = export.decimal_type(name)
-        if value != round(value, scale):
-            return f"{what}={value} has more than {scale} decimal places"
-        if abs(value) >= Decimal(10) ** (precision - scale):
-            return f"{what}={value} exceeds DECIMAL({precision},{scale})"
-    elif isinstance(value, dt.datetime):
+        why = export.decimal_unheld(_decimal(value), name)
+        return None if why is None else f"{what}={value} {why}"
+    if isinstance(value, dt.datetime):
         try:
             value.astimezone(dt.timezone.utc)
         except OverflowError:
@@ -145,6 +143,18 @@ def _unheld(cls: type[Model], name: str, kind: str, item: Any, value: Any) -> st
         except UnicodeEncodeError:
             return f"{what} is not valid UTF-8 text"
     return None
+
+
+def _decimal(value: Any) -> Decimal:
+    """A decimal column's value (the service's text, an integer or a model's decimal) as a
+    `Decimal`, read as the decoders read numbers; text that is none reads as NaN, which
+    no column holds."""
+    if isinstance(value, Decimal):
+        return value
+    try:
+        return scalars.parse_decimal(str(value))
+    except DecodeError:
+        return Decimal("NaN")
 
 
 class _Refused(ValueError):
@@ -163,7 +173,10 @@ def _array(name: str, kind: str, values: list[Any]) -> pa.Array | None:
             text = pa.array(values, pa.string())  # the service's text
         except pa.ArrowTypeError:  # integers, or a model's decimals
             text = pa.array([None if v is None else str(v) for v in values], pa.string())
-        return pc.cast(text, pa.decimal128(*export.decimal_type(name)))
+        try:
+            return pc.cast(text, pa.decimal128(*export.decimal_type(name)))
+        except pa.ArrowInvalid:  # judged by value, whatever the notation (`0E+100` fits)
+            return export.held_decimals(name, [None if v is None else _decimal(v) for v in values])
     array = pa.array(values, _TYPES[kind][1])
     if kind == "datetime" and array.null_count < len(array):
         low, high = _IN_RANGE
@@ -307,6 +320,13 @@ class _Account:
                 await budget.close()
 
 
+def _emptied(package: Mapping[str, Any]) -> bool:
+    """Whether a load package's dlt refresh drops or truncates the `invoices` table
+    before it loads (`refresh=` of `pipeline.run`)."""
+    refreshed = [*package.get("dropped_tables", ()), *package.get("truncated_tables", ())]
+    return any(table["name"] == "invoices" for table in refreshed)
+
+
 def _stored_revisions(pipeline: dlt.Pipeline, *, scd2: bool) -> SyncRevisions:
     """`{id: revision}` of the invoices in the destination (current rows with scd2); empty
     when the dataset does not exist (a first load, or a dropped dataset), or when the
@@ -337,18 +357,20 @@ async def _invoices(
     batches of 100 from the engine's fetch phase."""
     state = dlt.current.resource_state("invoices")
     pipeline = dlt.current.pipeline()
-    # Every dlt refresh resets this state: the destination's table is about to be
-    # dropped or emptied, so the load is a full one. Extract only: nothing is known.
+    package = dlt.current.load_package_state()
+    # The destination is read whatever this pipeline's own state says (it may have none:
+    # another pipeline on the dataset, a lost folder), unless this load's dlt refresh
+    # drops or empties the table first. Extract only: nothing is known, so it merges.
     bound = getattr(pipeline, "destination", None) is not None
     stored: Mapping[int, int] = (
-        _stored_revisions(pipeline, scd2=scd2) if bound and state.get(_LOADED) else {}
+        _stored_revisions(pipeline, scd2=scd2) if bound and not _emptied(package["state"]) else {}
     )
-    # Nothing stored (a first load, or after a reset): a hint naming this load makes a
-    # new schema version, which has dlt create any table dropped behind its back again;
-    # the load holds every invoice there is to hold and no marker row, so its tables are
-    # written anew, with no merge (scd2 keeps its merge, which sets the validity columns).
-    load_id = dlt.current.load_package_state()["load_id"]
-    anew = {"x-invoicing-written-anew": load_id} if bound and not stored else None
+    # The destination holds no invoice (a first load, a refresh, a dropped table): its
+    # tables are written anew, with no merge and no marker row, since nothing there can
+    # be lost, even by a load the budget stops part-way; a hint naming this load makes a
+    # new schema version, which has dlt create any table dropped behind its back again
+    # (scd2 keeps its merge, which sets the validity columns).
+    anew = {"x-invoicing-written-anew": package["load_id"]} if bound and not stored else None
     pending = {int(i): PendingEntry(*e) for i, e in state.get(_PENDING, {}).items()}
     reasons: dict[str, str] = state.get("reasons", {})
     async with account.client() as client:
@@ -386,7 +408,6 @@ async def _invoices(
     }
     state[_PENDING] = {str(i): attrs.astuple(e) for i, e in kept.items()}
     state["reasons"] = reasons
-    state[_LOADED] = True
     account.invoices_done.set()
 
 
@@ -533,4 +554,8 @@ def invoicing_source(
     templates = dlt.resource(_recurring_templates, name="recurring_templates")(account)
     yield _typed(templates, RecurringTemplate, "replace", "replace").apply_hints(primary_key="id")
     session = dlt.resource(_current_session, name="current_session")(account)
-    yield _typed(session, CurrentSession, "replace", "replace")
+    # The session's `extra` goes as JSON text and is hinted so: a json hint over the
+    # Arrow string column made dlt warn of differing hints on every run.
+    yield _typed(session, CurrentSession, "replace", "replace").apply_hints(
+        columns={"extra": _SESSION_EXTRA}
+    )

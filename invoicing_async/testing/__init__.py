@@ -1,4 +1,8 @@
-"""An in-process fake of the Invoicing Service, for tests, the demo and benchmarks."""
+"""An in-process fake of the Invoicing Service, for tests, the demo and benchmarks; and
+`StoreSuite`, the `Store` conformance suite (imported on first use: it needs pytest and
+Hypothesis, the `testing` extra)."""
+
+from typing import TYPE_CHECKING, Any
 
 from invoicing_async._transport.failures import SendError
 from invoicing_async._transport.sender import OutgoingRequest, RawResponse
@@ -19,6 +23,18 @@ __all__ = [
     "RawResponse",
     "RecordedRequest",
     "SendError",
+    "StoreSuite",
     "mock_response",
     "populate",
 ]
+
+if TYPE_CHECKING:
+    from invoicing_async.testing._store_suite import StoreSuite
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StoreSuite":
+        from invoicing_async.testing._store_suite import StoreSuite
+
+        return StoreSuite
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,7 @@ it injects."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import heapq
 import itertools
@@ -15,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from invoicing_async._models.fields import Format
 from invoicing_async.errors import FieldError
 from invoicing_async.models import (
     CurrentSession,
@@ -29,6 +31,7 @@ from invoicing_async.models import (
 from invoicing_async.testing._clock import FakeClock
 from invoicing_async.testing._documents import DocumentAllowance, InvoiceDocuments
 from invoicing_async.testing._ratelimit import RequestWindow, WindowRule
+from invoicing_async.testing._real_shape import as_read
 from invoicing_async.testing._rules import (
     DEFAULT_TAX_RATES,
     Missing,
@@ -62,6 +65,11 @@ class FaultPlan:
     - `budget_cut_after`: after this many requests, every request gets the 403 of a
       spent budget (the hourly window cut short).
     - `only_paths`: when set, faults hit only paths containing one of these strings.
+    - `gate`: when set, responses wait until this event is set (counted as `gated`), so a
+      test holds a run mid-flight until it has done what it must (kill a database, say).
+    - `applied_drop_rate`, `applied_error_rate`, `applied_timeout_rate`: a write (create,
+      send, reminder, payment, template create) is applied, then its connection is closed
+      unanswered, it is answered 500, or held for `timeout_delay` seconds.
     """
 
     latency: float = 0.0
@@ -74,6 +82,10 @@ class FaultPlan:
     mutate_after_list: int = 0
     budget_cut_after: int | None = None
     only_paths: tuple[str, ...] = ()
+    gate: asyncio.Event | None = None
+    applied_drop_rate: float = 0.0
+    applied_error_rate: float = 0.0
+    applied_timeout_rate: float = 0.0
     seed: int = 0
     rng: random.Random = attrs.field(init=False)
 
@@ -124,6 +136,7 @@ class Account:
         push_url: str | None = None,
         user_id: int = 1,
         documents: DocumentAllowance | None = None,
+        real_shape: bool = True,
     ) -> None:
         self.name = name
         self.username = username
@@ -136,7 +149,8 @@ class Account:
         self.user_id = user_id
         self.faults = FaultPlan()
         self.invoices: dict[int, Invoice] = {}
-        self.documents = InvoiceDocuments(documents)  # encoded invoices; `_touch` makes stale
+        # Encoded invoices (`_touch` makes them stale), in the real service's shape or not.
+        self.documents = InvoiceDocuments(documents, real_shape=real_shape)
         self.templates: dict[int, RecurringTemplate] = {}
         self.requests: list[RecordedRequest] = []
         self.counters: Counter[str] = Counter()
@@ -151,6 +165,13 @@ class Account:
         self._sequences: Counter[int] = Counter()
         self._due: list[tuple[dt.date, int]] = []  # (due date, invoice id) of open invoices
         self.requests_total = 0
+        self.in_flight = 0  # requests being handled now (a dead client's may still be)
+        # What the account applied, to count duplicates on the service: invoices created per
+        # po_number, sends and reminders per invoice, payments per invoice.
+        self.created_per_marker: Counter[str] = Counter()
+        self.sends_per_invoice: Counter[int] = Counter()
+        self.reminders_per_invoice: Counter[int] = Counter()
+        self.payments_per_invoice: Counter[int] = Counter()
 
     def session(self) -> CurrentSession:
         return CurrentSession(
@@ -213,6 +234,12 @@ class Account:
                 self._set_state(invoice, "late")
                 self._touch(invoice)
 
+    def as_read(self, invoice: Invoice, fmt: Format) -> Invoice:
+        """`invoice` as a client reads it from this account in `fmt`: in the real shape,
+        with the fields beyond the specification in `extra` (what a test compares a
+        synced or fetched copy with)."""
+        return as_read(invoice, fmt) if self.documents.real_shape else invoice
+
     def get_invoice(self, ident: int) -> Invoice:
         """The invoice with this id; `Missing` (a 404) when there is none."""
         invoice = self.invoices.get(ident)
@@ -263,6 +290,8 @@ class Account:
         self.add_history(invoice, "invoice_created")
         self._recompute(invoice)
         self.invoices[ident] = invoice
+        if invoice.po_number is not None:
+            self.created_per_marker[invoice.po_number] += 1
         return invoice
 
     def _new_detail(self, invoice_id: int, line: InvoiceDetail) -> InvoiceDetail:
@@ -306,8 +335,10 @@ class Account:
             raise Unprocessable(errors)
         invoice.email = payload.get("email") or self.contact_email(invoice)
         if reminder:
+            self.reminders_per_invoice[ident] += 1
             self.add_history(invoice, f"invoice_reminder_sent_{method}")
         else:
+            self.sends_per_invoice[ident] += 1
             invoice.send_method = method
             invoice.invoice_email = payload.get("invoice_email") or PROFILE_INVOICE_TEXT
             today = self.clock.today()
@@ -350,6 +381,7 @@ class Account:
             extra={},
         )
         invoice.payments.append(stored)
+        self.payments_per_invoice[ident] += 1
         self._recompute(invoice)
         # Covered exactly: paid. Overpaid: stays open with a negative total_unpaid, as
         # the real service did (field notes).

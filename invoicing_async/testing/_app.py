@@ -426,7 +426,11 @@ def build_app(service: Served) -> web.Application:
         cut = account.faults.budget_cut_after
         refused = (cut is not None and account.requests_total > cut) or not account.window.take()
         if not refused:
-            status, payload, headers = await _dispatch(account, request, fmt, body)
+            account.in_flight += 1
+            try:
+                status, payload, headers = await _dispatch(account, request, fmt, body)
+            finally:
+                account.in_flight -= 1
         else:
             account.counters["403"] += 1
             status, payload, headers = 403, b"Rate limit exceeded", {}
@@ -490,22 +494,72 @@ async def _dispatch(account: Account, request: web.Request, fmt: Format, body: b
     account.counters[handler.__name__] += 1
     account.refresh()
     try:
-        return await handler(Call(account, request, fmt, params, body))
+        result = await handler(Call(account, request, fmt, params, body))
     except Missing as exc:
         return 404, _error_body(fmt, f"Not found: {exc}"), {}
     except Unprocessable as exc:
         return 422, dump_field_errors(exc.errors, fmt), {}
+    if handler in _WRITES:
+        return await _lose_answer(account, request, fmt, result)
+    return result
+
+
+def _write_kind(path: str) -> str:
+    """The counters' name of a write: create, send, reminder, payment, template or other."""
+    for part, kind in (
+        ("send_invoice", "send"),
+        ("send_reminder", "reminder"),
+        ("payments", "payment"),
+        ("recurring_templates", "template"),
+        ("invoices.", "create"),
+    ):
+        if part in path:
+            return kind
+    return "other"
+
+
+_WRITES = frozenset({create_invoice, send_invoice, register_payment, create_template})
+
+
+async def _lose_answer(
+    account: Account, request: web.Request, fmt: Format, result: Result
+) -> Result:
+    """The faults of an applied write: its answer dropped, replaced by a 500, or held."""
+    plan = account.faults
+    if not plan.applies_to(request.path):
+        return result
+    kind = _write_kind(request.path)
+    if plan.roll(plan.applied_drop_rate):
+        account.counters["applied, dropped"] += 1
+        account.counters[f"answer lost: {kind}"] += 1
+        assert request.transport is not None
+        request.transport.close()
+        raise asyncio.CancelledError  # nothing more to send on a closed connection
+    if plan.roll(plan.applied_timeout_rate):
+        account.counters["applied, held"] += 1
+        account.counters[f"answer lost: {kind}"] += 1
+        await asyncio.sleep(plan.timeout_delay)
+    if plan.roll(plan.applied_error_rate):
+        account.counters["applied, 500"] += 1
+        account.counters[f"answer lost: {kind}"] += 1
+        return 500, _error_body(fmt, "Internal server error (injected, after applying)"), {}
+    return result
 
 
 async def _inject_faults(account: Account, request: web.Request, fmt: Format) -> Result | None:
-    """Latency, dropped connections, held responses and 500s, as the fault plan says."""
+    """Latency, a gate, dropped connections, held responses and 500s, as the fault plan says."""
     plan = account.faults
     if plan.latency:
         await asyncio.sleep(plan.latency)
     if not plan.applies_to(request.path):
         return None
+    if plan.gate is not None and not plan.gate.is_set():
+        account.counters["gated"] += 1
+        await plan.gate.wait()
     if plan.roll(plan.drop_rate):
         account.counters["dropped"] += 1
+        if request.method in ("POST", "PUT"):
+            account.counters[f"answer lost: {_write_kind(request.path)}"] += 1
         assert request.transport is not None
         request.transport.close()
         raise asyncio.CancelledError  # nothing more to send on a closed connection

@@ -11,6 +11,7 @@ import attrs
 from invoicing_async._models.payloads import Format, to_wire
 from invoicing_async._wire.json import encode_json
 from invoicing_async.models import Invoice, SyncEntry
+from invoicing_async.testing._real_shape import add_real_fields
 from invoicing_async.testing._xml_writer import XML_DECLARATION, xml_element
 
 __all__ = ["DocumentAllowance", "InvoiceDocuments", "sync_chunks"]
@@ -19,9 +20,12 @@ _DECLARATION = XML_DECLARATION.encode()
 CHUNK_BYTES = 64 * 1024  # a streamed list goes out in pieces of about this size
 
 
-def invoice_member(invoice: Invoice, fmt: Format) -> bytes:
-    """One invoice as a list member: `<invoice>…</invoice>` or `{"invoice":{…}}`."""
+def invoice_member(invoice: Invoice, fmt: Format, *, real_shape: bool = True) -> bytes:
+    """One invoice as a list member: `<invoice>…</invoice>` or `{"invoice":{…}}`; with
+    `real_shape`, carrying the fields the real service sent beyond the specification."""
     data = to_wire(invoice, fmt=fmt, mode="document")
+    if real_shape:
+        add_real_fields(data, invoice, fmt)
     if fmt == "xml":
         return xml_element("invoice", data).encode("utf-8")
     return encode_json("invoice", data)
@@ -36,10 +40,14 @@ class DocumentAllowance:
 
 
 class InvoiceDocuments:
-    """Encoded invoices of one account, per format, within a (shared) allowance."""
+    """Encoded invoices of one account, per format, within a (shared) allowance; in the
+    real service's shape unless `real_shape=False` (the specification's fields only)."""
 
-    def __init__(self, allowance: DocumentAllowance | None = None) -> None:
+    def __init__(
+        self, allowance: DocumentAllowance | None = None, *, real_shape: bool = True
+    ) -> None:
         self.allowance = allowance or DocumentAllowance()
+        self.real_shape = real_shape
         self.size = 0  # this account's share
         self.hits = 0
         self.misses = 0
@@ -64,14 +72,14 @@ class InvoiceDocuments:
         """The invoice as a list member, encoded now or kept from before."""
         ident = invoice.id
         if ident is None:
-            return invoice_member(invoice, fmt)
+            return invoice_member(invoice, fmt, real_shape=self.real_shape)
         stamp = self._stamps.get(ident, 0)
         entry = self._kept.get((ident, fmt))
         if entry is not None and entry[0] is invoice and entry[1] == stamp:
             self.hits += 1
             return entry[2]
         self.misses += 1
-        body = invoice_member(invoice, fmt)
+        body = invoice_member(invoice, fmt, real_shape=self.real_shape)
         if entry is not None:
             self._count(-len(entry[2]))
             del self._kept[(ident, fmt)]

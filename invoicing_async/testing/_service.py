@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import secrets
 import ssl
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
 import trustme
 from aiohttp import web
 
+from invoicing_async._blocking import BlockingInvoicingClient
 from invoicing_async._budget.budget import RateBudget
 from invoicing_async._client import InvoicingClient
 from invoicing_async._transport.auth import Auth, BasicAuth, OAuth1Auth
@@ -28,6 +32,9 @@ from invoicing_async.testing._ratelimit import WindowRule
 __all__ = ["FakeInvoicingService"]
 
 logger = logging.getLogger("invoicing_async.testing")
+
+# Seconds `serve_in_thread` waits for the service to start or stop, and its thread to end.
+_THREAD_PATIENCE = 30.0
 
 
 @functools.cache
@@ -50,7 +57,9 @@ class FakeInvoicingService:
     (`tls=False`: plain http only). Accounts are told apart by their credentials; with
     `port_per_account`, each also listens on a port of its own (`base_url_for`) and is
     refused (401) on any other. `oauth1=True` also accepts OAuth 1.0a signed requests
-    (`oauth1_auth` holds the default account's)."""
+    (`oauth1_auth` holds the default account's). Invoices come in the real service's
+    shape, with the fields it sent beyond the specification (`tax_components`, `sent_at`,
+    `tax` on lines…; field notes); `real_shape=False` sends the specified fields only."""
 
     def __init__(
         self,
@@ -69,8 +78,10 @@ class FakeInvoicingService:
         clock: FakeClock | None = None,
         port_per_account: bool = False,
         oauth1: bool = False,
+        real_shape: bool = True,
     ) -> None:
         self.host = host
+        self.real_shape = real_shape
         self.oauth1 = OAuth1Verifier() if oauth1 else None
         self.port_per_account = port_per_account
         self._ports: dict[str, int] = {}  # username -> its own port (port_per_account)
@@ -122,6 +133,7 @@ class FakeInvoicingService:
             window_rule=self.window_rule,
             push_url=push_url,
             documents=self.documents,
+            real_shape=self.real_shape,
         )
         account.on_state_change = self._queue_push
         self.accounts[account.username] = account
@@ -201,12 +213,46 @@ class FakeInvoicingService:
         """An `InvoicingClient` for an account of this server, with a budget of the
         account's own hourly limit unless given (HTTP Basic unless another `auth` is given)."""
         account = account or self.account
+        return InvoicingClient(self.base_url_for(account), **self._client_options(account, kwargs))
+
+    def blocking_client(
+        self, account: Account | None = None, **kwargs: Any
+    ) -> BlockingInvoicingClient:
+        """`client()`'s `BlockingInvoicingClient`: for code that is not async. The service
+        must then answer from a loop the caller does not block (`serve_in_thread()`)."""
+        account = account or self.account
+        return BlockingInvoicingClient(
+            self.base_url_for(account), **self._client_options(account, kwargs)
+        )
+
+    def _client_options(self, account: Account, kwargs: dict[str, Any]) -> dict[str, Any]:
         if "budget" not in kwargs:
             window = account.window
             kwargs["budget"] = RateBudget(limit=window.limit, period=window.period)
         kwargs.setdefault("ssl", self.ssl_context)
         auth: Auth = kwargs.pop("auth", None) or self.auth_for(account)
-        return InvoicingClient(self.base_url_for(account), auth=auth, **kwargs)
+        return {"auth": auth, **kwargs}
+
+    @contextlib.contextmanager
+    def serve_in_thread(self) -> Iterator[FakeInvoicingService]:
+        """Started and served from an event loop in a thread of its own until the block
+        ends: for tests that are not async (a Django view, a Celery task, a script), whose
+        blocking calls would stop a loop they share with the service."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(
+            target=loop.run_forever, name="invoicing-fake-service", daemon=True
+        )
+        thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.start(), loop).result(_THREAD_PATIENCE)
+            try:
+                yield self
+            finally:
+                asyncio.run_coroutine_threadsafe(self.stop(), loop).result(_THREAD_PATIENCE)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(_THREAD_PATIENCE)
+            loop.close()
 
     async def start(self) -> None:
         server_ssl = None

@@ -50,18 +50,22 @@ def test_a_marker_becomes_the_table_of_the_results_it_names() -> None:
     page = "# Decoding\n\n<!-- bench: decode -->\n\ntext\n"
     rendered = render_markers(page, RESULTS)
     lines = rendered.splitlines()
-    assert lines[2] == "| benchmark | ours | bound / baseline | ratio | target | met | note |"
-    assert lines[4] == (
+    # In a block the stylesheet lays out (docs/stylesheets/extra.css), figures right-aligned.
+    assert lines[2:4] == ['<div class="bench-table" markdown="1">', ""]
+    assert lines[4] == "| benchmark | ours | baseline | ratio | target | met | note |"
+    assert lines[5] == "|---|--:|--:|--:|:-:|:-:|---|"
+    assert lines[6] == (
         "| decode xml: seconds per response | 30.2 ms | 63.6 ms | 0.475 | ≤ 0.5 | yes |  |"
     )
-    assert lines[5].startswith("| decode json: seconds per response | 8.2 ms | 3 ms | 2.73 | ≤ 6 |")
+    assert lines[7].startswith("| decode json: seconds per response | 8.2 ms | 3 ms | 2.73 | ≤ 6 |")
+    assert lines[8:10] == ["", "</div>"]
     assert "requests" not in rendered
     assert lines[-1] == "text"
 
 
 def test_several_prefixes_share_one_table_in_the_files_order() -> None:
     rendered = render_markers("<!-- bench: freeing | loop stall -->", RESULTS)
-    names = [line.split(" | ")[0] for line in rendered.splitlines()[2:]]
+    names = [line.split(" | ")[0] for line in rendered.splitlines()[4:-2]]
     assert names == ["| loop stall, list()", "| freeing the list"]
     assert "| **no** |" in rendered  # a missed target stands out
     assert "| – | n/a | a \\| b |" in rendered  # informational: no target; pipes escaped
@@ -96,7 +100,8 @@ def build(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "benchmarks" / "results" / "latest.json").write_text(json.dumps(RESULTS))
     hook = ROOT / "docs" / "_hooks" / "bench_tables.py"
     (tmp_path / "mkdocs.yml").write_text(
-        f"site_name: t\nhooks: [{hook}]\nmarkdown_extensions: [tables]\n", encoding="utf-8"
+        f"site_name: t\nhooks: [{hook}]\nmarkdown_extensions: [tables, md_in_html]\n",
+        encoding="utf-8",
     )
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
@@ -112,6 +117,7 @@ def test_the_hook_puts_tables_into_the_built_site(tmp_path: Path) -> None:
     done = build(tmp_path, "# Figures\n\n<!-- bench: requests -->\n")
     assert done.returncode == 0, done.stderr
     html = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert '<div class="bench-table">' in html
     assert "<td>requests, 0 changed of 10000</td>" in html
 
 

@@ -31,7 +31,6 @@ from aiohttp.test_utils import TestClient, TestServer
 
 import invoicing_async as ia
 from invoicing_async.testing import FakeInvoicingService
-from tests.conftest import running_in_thread
 
 pytestmark = pytest.mark.slow  # every example of the docs, run whole
 
@@ -83,7 +82,7 @@ def fake() -> Any:
     """A fake service with the examples' credentials, in a thread of its own."""
     service = FakeInvoicingService(invoices=50, seed=3, tls=False, username=USERNAME)
     service.account.password = PASSWORD
-    with running_in_thread(service) as running:
+    with service.serve_in_thread() as running:
         yield running
 
 

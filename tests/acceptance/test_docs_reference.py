@@ -64,6 +64,9 @@ def test_every_model_field_has_a_line() -> None:
         assert len(rows) == len(attrs.fields(getattr(models, name)))
         assert all(row.startswith("| `") and not row.endswith("|  |") for row in rows)
     assert "| `total_price_incl_tax` | `Decimal | None` |" in fields.field_table("Invoice", lines)
+    # An apostrophe typed as an escaped quote (`contact\"s`) shows as `contact"s`.
+    quoted = [f"{m}.{f}" for m, table in lines.items() for f, line in table.items() if '"' in line]
+    assert quoted == []
 
 
 def test_a_field_without_a_line_fails_the_build() -> None:

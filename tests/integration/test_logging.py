@@ -4,6 +4,7 @@ without code (text or JSON lines on stderr); no secret shows at any level."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import logging
@@ -109,6 +110,91 @@ def test_an_unknown_level_turns_nothing_on() -> None:
     assert _logs.level_from_env({"INVOICING_LOG": " Debug "}) == logging.DEBUG
 
 
+@contextlib.contextmanager
+def bare_root() -> Iterator[logging.Logger]:
+    """The root logger as an app that configured nothing has it: pytest's own handlers
+    (added for each test's call) put back after."""
+    root = logging.getLogger()
+    kept = list(root.handlers)
+    root.handlers[:] = []
+    try:
+        yield root
+    finally:
+        root.handlers[:] = kept
+
+
+class Kept(logging.Handler):
+    """An app's plain handler: the default formatter, every message kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+FORGED = r"name\x1b[2J\u202e\nWARNING invoicing_async: forged"
+
+
+@pytest.mark.parametrize(
+    "logger", ["invoicing_async.sync", "invoicing_async", "invoicing_async.push"]
+)
+def test_server_text_is_escaped_in_the_message_for_any_handler(logger: str) -> None:
+    """A field name with ESC, U+202E and a newline reaches an app's plain handler (and
+    Python's last resort) as one inert line."""
+    import invoicing_async._push.receiver
+    import invoicing_async._sync.fetching
+    import invoicing_async._transport.http  # noqa: F401
+
+    app = Kept()
+    with bare_root() as root:
+        root.addHandler(app)
+        name = "name\x1b[2J\u202e\nWARNING invoicing_async: forged"
+        logging.getLogger(logger).warning("invoice %d %s: quarantined", 7, name)
+    assert app.lines == [f"invoice 7 {FORGED}: quarantined"]
+
+
+def test_the_switch_yields_to_an_apps_own_handler() -> None:
+    """With INVOICING_LOG set, an app's handler once got each record and stderr had it
+    twice; the switch writes only while the app has no handler of its own."""
+    stream = io.StringIO()
+    assert _logs.configure_from_env({"INVOICING_LOG": "info"}, stream=stream)
+    log = logging.getLogger("invoicing_async.sync")
+    app = Kept()
+    with bare_root() as root:
+        log.info("before the app's handler")
+        root.addHandler(app)
+        log.info("with it")
+        log.warning("and a warning")
+    assert stream.getvalue().count("\n") == 1
+    assert "before the app's handler" in stream.getvalue()
+    assert app.lines == ["with it", "and a warning"]
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"INVOICING_LOG": "verbose"},
+        {"INVOICING_LOG": "10"},
+        {"INVOICING_LOG": "info", "INVOICING_LOG_FORMAT": "xml"},
+    ],
+)
+def test_an_unknown_log_setting_is_one_warning_naming_the_accepted_values(
+    variables: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_logs, "_warned", set())
+    stream = io.StringIO()
+    for _ in range(3):
+        _logs.configure_from_env(variables, stream=stream)
+    (line,) = stream.getvalue().splitlines()
+    variable = "INVOICING_LOG_FORMAT" if "INVOICING_LOG_FORMAT" in variables else "INVOICING_LOG"
+    assert line.startswith(f"invoicing_async: {variable} is not one of ")
+    assert (
+        "text, json" if "FORMAT" in variable else "debug, info, warning, error, critical"
+    ) in line
+
+
 @pytest.mark.parametrize("log_format", ["text", "json"])
 @pytest.mark.parametrize("auth", ["basic", "oauth1"])
 async def test_no_secret_at_any_level(log_format: str, auth: str) -> None:
@@ -125,12 +211,13 @@ async def test_no_secret_at_any_level(log_format: str, auth: str) -> None:
     api.reply("GET", f"{API}/invoices/1.xml", 200, b"<invoice><id>1</id></invoice>")
     api.reply("GET", f"{API}/invoices/2.xml", 401, b"no")
     budget = ia.RateBudget(limit=3)
-    async with scripted_client(api, auth=credentials, budget=budget, max_wait=0) as client:
-        await client.invoices.get(1)
-        with pytest.raises(ia.AuthenticationError):
-            await client.invoices.get(2)
-        with pytest.raises(ia.RateLimitExceeded):
-            await client.invoices.get(3)
+    with bare_root():  # the switch writes only while the app logs nowhere itself
+        async with scripted_client(api, auth=credentials, budget=budget, max_wait=0) as client:
+            await client.invoices.get(1)
+            with pytest.raises(ia.AuthenticationError):
+                await client.invoices.get(2)
+            with pytest.raises(ia.RateLimitExceeded):
+                await client.invoices.get(3)
     logged = stream.getvalue()
     assert "retry 1/2" in logged  # the retry, at WARNING
     assert "refused without sending" in logged

@@ -26,8 +26,13 @@ PUBLIC_MODULES = sorted(
         if not any(part.startswith("_") for part in info.name.split(".")[1:])
     ]
 )
-#: Distinct objects the public modules may export between them (issue 32: at most 80).
-MAX_EXPORTED_OBJECTS = 80
+#: Distinct objects the public modules may export between them. Policy: the surface grows
+#: only by names the specification of the public API fixes (public-api.md) or a new model or
+#: error class; helpers go behind `contrib` modules. 80 at issue 32; this round adds
+#: `InvalidArgumentError` and `APIResponse` (43), `BlockingInvoicingClient` (45),
+#: `IdempotencyKeyError`, `JournalError` and `WriteUnsettledError` (44) and `StoreSuite`
+#: (46). The cap is exact, so a new export is a decision made here, not headroom used up.
+MAX_EXPORTED_OBJECTS = 86
 #: Classes dlt's decorators make in `contrib.dlt` (the config specs of the source and of
 #: each resource, bound as they are first used): not ours to export.
 GENERATED = re.compile(r"[A-Z]\w*Configuration")

@@ -46,6 +46,10 @@ async def test_demo_runs_and_reports_minimal_costs(tmp_path: Path) -> None:
     assert code == 0, out
     assert "requests   6" in out  # 1 list + 5 batches for 450 invoices
     assert "Requests: first sync 6 (minimum 6), second 2 (minimum 2), third 1 (minimum 1)" in out
+    # The hour the clock moves between the syncs is said, before the syncs it explains.
+    moved = out.index("The fake service's clock moves on an hour before the next syncs")
+    assert out.index("first sync") < moved < out.index("second sync")
+    assert "346 of 350 left in the hour since its clock moved" in out  # 2 + 1 + get
     with contextlib.closing(sqlite3.connect(tmp_path / "d.db")) as db:
         rows = db.execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL").fetchone()
     assert rows == (446,)  # 450 - 5 deleted + 1 created

@@ -29,12 +29,19 @@ def test_every_option_of_every_command_has_help() -> None:
     assert undescribed(_parser(), "invoicing-async") == []
 
 
-def test_fake_server_help_describes_each_option(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("command", ["fake-server", "sync", "worker"])
+def test_help_describes_each_option_on_its_line(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--log-level {debug,…}` once filled its line, its help on the next: it read as none."""
     with pytest.raises(SystemExit) as done:
-        _parser().parse_args(["fake-server", "--help"])
+        _parser().parse_args([command, "--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--host HOST", "--port PORT", "--invoices INVOICES", "--seed SEED"):
+    options = ["--log-level LEVEL", "--log-format FORMAT"]
+    if command == "fake-server":
+        options += ["--host HOST", "--port PORT", "--invoices INVOICES", "--seed SEED"]
+    for option in options:
         line = next(line for line in text.splitlines() if line.strip().startswith(option))
         assert line.strip() != option, line
 

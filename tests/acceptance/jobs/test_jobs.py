@@ -145,6 +145,29 @@ def test_accounts_add_list_remove(migrated: str, capsys: pytest.CaptureFixture[s
     assert cli("enqueue", url=url) == 2
 
 
+def test_enqueue_all_prints_one_line_and_status_sorts_names_naturally(
+    migrated: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """500 accounts must not print 500 lines (each one under -v), and `account-2` comes
+    before `account-10`."""
+    url = migrated
+    base = ("--base-url", "https://acme.example.com", "--username", "api-user")
+    for name in ("account-10", "account-2", "account-1", "acme"):
+        assert cli("accounts", "add", name, *base, "--secret", "env:PW", url=url) == 0
+    capsys.readouterr()
+    assert cli("enqueue", "account-2", url=url) == 0
+    assert capsys.readouterr().out == "account-2: queued\n"
+    assert cli("enqueue", "--all", url=url) == 0
+    assert capsys.readouterr().out == "enqueued 4 accounts: 3 queued, 1 already waiting\n"
+    assert cli("enqueue", "--all", "-v", url=url) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5
+    assert lines[-1] == "enqueued 4 accounts: 0 queued, 4 already waiting"
+    assert cli("status", url=url) == 0
+    names = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == ["account-1", "account-2", "account-10", "acme"]
+
+
 async def test_a_secret_file_readable_by_others_is_refused(
     migrated: str, service: FakeInvoicingService, tmp_path: Path
 ) -> None:
@@ -798,3 +821,37 @@ async def test_a_running_worker_recovers_a_killed_workers_job_promptly(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
     assert ("watch_stalled", ["acme"]) in recoveries, recoveries
+
+
+async def test_a_run_whose_worker_is_gone_is_closed_and_a_live_one_is_not(
+    migrated: str, service: FakeInvoicingService
+) -> None:
+    """Issue #42, point 9: a run left `running` (its worker killed, or the database
+    restarted under it) is closed by the next worker; one whose account's lock is held
+    (its worker alive) stays running, whatever the sign of the lock's key."""
+    names = [f"acct-{i}" for i in range(40)]
+    keys = {
+        x: query(migrated, "SELECT hashtextextended(%s, 0)", (f"invoicing-account:{x}",))[0][0]
+        for x in names
+    }
+    live = [min(names, key=keys.__getitem__), max(names, key=keys.__getitem__)]
+    assert keys[live[0]] < 0 < keys[live[1]]
+    gone = "acct-gone"
+    for name in [*live, gone]:
+        await add(migrated, service, name)
+        query(
+            migrated,
+            "INSERT INTO invoicing_runs (account, job_id, worker) VALUES (%s, NULL, 'w:1')"
+            " RETURNING id",
+            (name,),
+        )
+    query(migrated, "UPDATE invoicing_accounts SET due_at = NULL RETURNING name")
+    with psycopg.connect(migrated, autocommit=True) as holder:
+        for name in live:
+            holder.execute("SELECT pg_advisory_lock(%s)", (keys[name],))
+        async with Jobs(migrated) as jobs:
+            assert await jobs.recover_stalled() == []
+        statuses = dict(query(migrated, "SELECT account, status FROM invoicing_runs"))
+    assert statuses == {live[0]: "running", live[1]: "running", gone: "lost"}
+    due = query(migrated, "SELECT name FROM invoicing_accounts WHERE due_at IS NOT NULL")
+    assert due == [(gone,)]

@@ -63,7 +63,10 @@ async def test_a_worker_exits_non_zero_after_its_database_restarts_and_the_next_
     assert await acli("db", "migrate", url=url) == 0
     async with FakeInvoicingService(tls=False, invoices=300, seed=7) as service:
         monkeypatch.setenv(SECRET_ENV, service.password)
-        service.account.faults.latency = 0.3  # a run long enough to be cut off
+        # The run's fetches wait at this gate until the database is gone: it is cut off.
+        gate = asyncio.Event()
+        service.account.faults.gate = gate
+        service.account.faults.only_paths = ("sync_fetch_ids",)
         await add(url, service)
         port = free_port()
         worker = await asyncio.create_subprocess_exec(
@@ -92,10 +95,13 @@ async def test_a_worker_exits_non_zero_after_its_database_restarts_and_the_next_
                 guard=STARTUP_GUARD,
                 look=DB_LOOK,
             )
-            await until(lambda: len(service.account.requests) >= 2, "the run sent requests")
+            await until(lambda: service.account.counters["gated"] >= 1, "a fetch was sent")
             assert await healthz(port) == 200
             postgres.kill()
-            await stopping.wait()  # procrastinate lost its listener or heartbeat
+            gate.set()  # the answers arrive with the database gone: the run cannot write
+            await until(stopping.is_set, "the worker lost its listener or heartbeat")
+            # Started again only once the run failed: it cannot write on the new server.
+            await until(lambda: finished_runs(b"".join(lines)), "the cut-off run ended")
             postgres.start()
             # Back to a database that answers, it must still say it cannot run jobs.
             statuses: list[int] = []
@@ -117,6 +123,10 @@ async def test_a_worker_exits_non_zero_after_its_database_restarts_and_the_next_
             reader.cancel()
         err = b"".join(lines)
         assert worker.returncode == 1, err.decode()[-3000:]
+        # Quiet (issue #42, point 9): JSON lines only, no traceback without -vv.
+        assert all(line.startswith(b"{") for line in lines), err.decode()[-3000:]
+        assert b"Traceback" not in err
+        assert b"never retrieved" not in err
         assert b"the job worker stopped" in err
         [cut_off] = [x for x in finished_runs(err) if x["account"] == "acme"]
         assert cut_off["outcome"] == "error"
@@ -126,7 +136,6 @@ async def test_a_worker_exits_non_zero_after_its_database_restarts_and_the_next_
         assert (status, requests) == ("error", cut_off["requests"])
 
         # Its successor (what the supervisor starts) runs what is queued.
-        service.account.faults.latency = 0.0
         assert await acli("enqueue", "acme", url=url) == 0
         # (Its row is gone if it unregistered; if not, it is stale.)
         query(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import logging
 import math
+import re
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -16,6 +18,8 @@ import dlt
 import pyarrow.compute as pc
 import pytest
 from dlt.pipeline.exceptions import PipelineStepFailed
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from invoicing_async import BasicAuth, RateBudget
 from invoicing_async._models import export
@@ -31,7 +35,6 @@ from invoicing_async.models import (
     RecurringTemplateDetail,
 )
 from invoicing_async.testing import FakeClock, FakeInvoicingService, populate
-from tests.conftest import running_in_thread
 
 pytestmark = pytest.mark.slow  # dlt pipelines on DuckDB, seconds each
 
@@ -40,9 +43,9 @@ INVOICES = 250
 
 @pytest.fixture
 def service() -> Iterator[FakeInvoicingService]:
-    with running_in_thread(
-        FakeInvoicingService(invoices=INVOICES, tls=False, limit=10**6)
-    ) as service:
+    with FakeInvoicingService(
+        invoices=INVOICES, tls=False, limit=10**6
+    ).serve_in_thread() as service:
         service.account.record_bodies = False
         yield service
 
@@ -238,9 +241,7 @@ def test_invoices_read_within_their_revision_second_are_read_once_more(
 ) -> None:
     """Revisions are whole seconds: an invoice read in the second of its revision may
     change again under the same revision, so the next load fetches it again (once)."""
-    with running_in_thread(
-        FakeInvoicingService(tls=False, clock=FakeClock(frozen=True))
-    ) as service:
+    with FakeInvoicingService(tls=False, clock=FakeClock(frozen=True)).serve_in_thread() as service:
         service.account.record_bodies = False
         populate(service.account, 5)
         ids = sorted(service.account.invoices)
@@ -277,7 +278,7 @@ def test_any_auth_and_a_private_ca_connect(
 ) -> None:
     """OAuth 1 through `auth=`, over HTTPS whose CA is trusted with `ssl=`, or with
     `ca_file` from dlt's config."""
-    with running_in_thread(FakeInvoicingService(invoices=20, oauth1=True)) as service:
+    with FakeInvoicingService(invoices=20, oauth1=True).serve_in_thread() as service:
         service.write_ca(tmp_path / "ca.pem")
         monkeypatch.setenv("SOURCES__INVOICING__CA_FILE", str(tmp_path / "ca.pem"))
         sources = [
@@ -326,27 +327,63 @@ def test_a_reset_destination_gets_a_full_load(
     assert_totals_match(pipeline, service)
 
 
-def test_a_pipeline_without_its_state_reloads_the_destination_as_the_service_is(
-    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
-) -> None:
-    """A pipeline that does not restore its state from the destination plans a full load
-    into tables that hold rows: they are written anew, so no invoice is held twice and
-    none deleted since stays."""
-    load(pipeline, service)
-    _, deleted = change(service, 10, 3)
-    stateless = dlt.pipeline(
+def stateless(tmp_path: Path, folder: str = "no-state") -> dlt.Pipeline:
+    """A pipeline on the fixture's dataset with no state of its own, none restored."""
+    pipeline = dlt.pipeline(
         pipeline_name="invoicing_test",
-        pipelines_dir=str(tmp_path / "no-state"),
+        pipelines_dir=str(tmp_path / folder),
         destination=dlt.destinations.duckdb(str(tmp_path / "invoices.duckdb")),
         dataset_name="invoicing",
     )
-    stateless.config.restore_from_destination = False
-    assert load(stateless, service)["fetch"] == math.ceil((INVOICES - len(deleted)) / 100)
-    [(rows,)] = query(stateless, "SELECT COUNT(*) FROM invoices")
+    pipeline.config.restore_from_destination = False
+    return pipeline
+
+
+def test_a_pipeline_without_its_state_plans_against_what_the_destination_holds(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """A pipeline that does not restore its state from the destination reads what the
+    destination holds, as any other: it fetches the changed invoices alone, merges them
+    and deletes those gone, so no invoice is held twice and none deleted since stays."""
+    load(pipeline, service)
+    _, deleted = change(service, 10, 3)
+    other = stateless(tmp_path)
+    assert load(other, service)["fetch"] == 1
+    assert merged(other)
+    [(rows,)] = query(other, "SELECT COUNT(*) FROM invoices")
     assert rows == INVOICES - len(deleted)
-    assert current(stateless) == on_service(service)
-    [(lines,)] = query(stateless, "SELECT COUNT(*) FROM invoices__details")
+    assert current(other) == on_service(service)
+    [(lines,)] = query(other, "SELECT COUNT(*) FROM invoices__details")
     assert lines == sum(len(i.details) for i in service.account.invoices.values())
+
+
+def test_a_pipeline_without_state_stopped_by_the_budget_keeps_every_stored_row(
+    pipeline: dlt.Pipeline, tmp_path: Path
+) -> None:
+    """3,000 invoices in the destination, 2,000 changed since, and a pipeline with no
+    state whose budget (12: the list and 11 batches) stops it part-way: the 1,100 it
+    fetched are merged and every other row stays; the next run fetches the rest."""
+    with FakeInvoicingService(invoices=3000, tls=False, limit=10**6).serve_in_thread() as service:
+        service.account.record_bodies = False
+        load(pipeline, service)
+        before = current(pipeline)
+        change(service, 2000, 0)
+        other = stateless(tmp_path)
+        source = invoicing_source(
+            base_url=service.base_url,
+            username=service.username,
+            password=service.password,
+            budget=RateBudget(limit=12),
+        )
+        other.run(source.with_resources("invoices"))
+        assert query(other, "SELECT COUNT(*), COUNT(DISTINCT id) FROM invoices") == [(3000, 3000)]
+        after = current(other)
+        assert after.keys() == before.keys()
+        assert sum(after[i] != before[i] for i in after) == 1100
+        assert all(after[i] in (before[i], r) for i, r in on_service(service).items())
+        assert load(stateless(tmp_path, "another"), service)["fetch"] == 9
+        assert current(pipeline) == on_service(service)
+        assert_totals_match(pipeline, service)
 
 
 def test_a_load_extracted_without_a_destination_is_merged_where_it_lands(
@@ -543,6 +580,29 @@ def test_an_invoice_the_destination_cannot_hold_is_quarantined_and_the_rest_load
     assert current(pipeline) == {i: r for i, r in on_service(service).items() if i != bad}
 
 
+def test_an_amount_of_61_integer_digits_is_quarantined_and_later_runs_load(
+    pipeline: dlt.Pipeline,
+) -> None:
+    """One invoice of six with a total of 10^60: the five others load, the `quarantine`
+    table says why, and later runs pass and bring another invoice's change."""
+    with FakeInvoicingService(invoices=6, tls=False, limit=10**6).serve_in_thread() as service:
+        service.account.record_bodies = False
+        bad = max(service.account.invoices)  # `change` leaves it alone
+        service.account.invoices[bad].total_price_incl_tax = Decimal("1E+60")
+        load(pipeline, service)
+        good = {i: r for i, r in on_service(service).items() if i != bad}
+        assert current(pipeline) == good
+        [(ident, why)] = query(pipeline, "SELECT id, reason FROM quarantine")
+        assert ident == bad
+        assert "exceeds DECIMAL(18,4)" in why
+        [changed], _ = change(service, 1, 0)
+        assert load(pipeline, service)["fetch"] == 1  # the changed one; the bad one waits
+        assert current(pipeline)[changed] == service.account.invoices[changed].revision
+        assert current(pipeline) == {i: r for i, r in on_service(service).items() if i != bad}
+        load(pipeline, service)  # and the run after
+        assert query(pipeline, "SELECT id FROM quarantine") == [(bad,)]
+
+
 def test_the_xml_format_loads_the_same_rows(
     service: FakeInvoicingService, pipeline: dlt.Pipeline
 ) -> None:
@@ -578,8 +638,12 @@ def test_unknown_fields_land_in_extra_in_every_table_of_the_load(
     service.account.invoices[ids[150]].extra = {"new_field": "ünïcode"}
     load(pipeline, service)
     assert current(pipeline) == on_service(service)
-    [(extra,)] = query(pipeline, "SELECT extra FROM invoices WHERE extra IS NOT NULL")
-    assert json.loads(extra) == {"new_field": "ünïcode"}
+    # In the real shape every invoice has fields beyond the specification; one more.
+    extras = dict(query(pipeline, "SELECT id, extra FROM invoices"))
+    assert extras.keys() == set(ids)
+    for ident, invoice in service.account.invoices.items():
+        assert json.loads(extras[ident]) == service.account.as_read(invoice, "json").extra
+    assert json.loads(extras[ids[150]])["new_field"] == "ünïcode"
 
 
 def test_a_full_load_of_several_tables_holds_each_row_once(
@@ -631,6 +695,70 @@ def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
     assert details.filter(pc.starts_with(details.column("_dlt_id"), "-")).to_pylist() == [
         {**dict.fromkeys(details.column_names), "_dlt_id": "-3", "_dlt_root_id": "3"}
     ]
+
+
+@st.composite
+def notations(draw: st.DrawFn) -> tuple[str, int, int]:
+    """(text, mantissa, exponent) of the amount mantissa * 10^exponent written in one of
+    its notations: exponent form (either case, a sign or not, the digits shifted), plain
+    with a `+`, leading or trailing zeros, `-0`."""
+    mantissa = draw(st.integers(-(10**20), 10**20))
+    exponent = draw(st.integers(-30, 70))
+    shift = draw(st.integers(0, 6))
+    digits, places = abs(mantissa) * 10**shift, exponent - shift
+    sign = "-" if mantissa < 0 or (mantissa == 0 and draw(st.booleans())) else ""
+    sign = sign or draw(st.sampled_from(["", "+"]))
+    zeros = "0" * draw(st.integers(0, 3))
+    if draw(st.booleans()):
+        mark = draw(st.sampled_from(["e", "E"]))
+        plus = draw(st.sampled_from(["", "+"])) if places >= 0 else ""
+        return f"{sign}{zeros}{digits}{mark}{plus}{places}", mantissa, exponent
+    text = str(digits * 10 ** max(places, 0)).rjust(max(-places, 0) + 1, "0")
+    if places < 0:
+        text = f"{text[:places]}.{text[places:]}"
+    return f"{sign}{zeros}{text}", mantissa, exponent
+
+
+@settings(deadline=None, max_examples=300)
+@given(notations(), st.booleans())
+@example(("1E+60", 1, 60), False)
+@example(("0E+100", 0, 0), False)
+@example(("-0", 0, 0), False)
+@example(("+12", 12, 0), False)
+@example(("0012.50000", 125, -1), False)
+def test_an_amount_is_judged_by_value_whatever_its_notation(
+    amount: tuple[str, int, int], bare: bool
+) -> None:
+    """An amount DECIMAL(18,4) holds exactly loads as its value, in the source's tables
+    and in a frame; any other (more than 4 places, 15 integer digits or more) is refused
+    with why, in any notation, and its invoice alone is left out."""
+    text, mantissa, exponent = amount
+    scaled = mantissa * 10 ** (exponent + 4) if exponent >= -4 else None
+    if scaled is None and mantissa % 10 ** (-exponent - 4) == 0:
+        scaled = mantissa // 10 ** (-exponent - 4)
+    held = scaled is not None and abs(scaled) < 10**18
+    json_number = re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", text)
+    written = text if bare and json_number else json.dumps(text)
+    body = (
+        b'[{"invoice": {"id": 1, "revision": 5, "total_price_incl_tax": %s}},'
+        b' {"invoice": {"id": 2, "revision": 5, "total_price_incl_tax": "1.5"}}]'
+    ) % written.encode()
+    documents, unreadable = load_invoice_documents(body, "json", limit=100, keep_values=True)
+    assert not unreadable
+    tables, refused = _tables(documents, scd2=False)
+    totals = tables["invoices"].column("total_price_incl_tax").to_pylist()
+    value = Decimal(mantissa).scaleb(exponent)
+    if held:
+        assert not refused
+        assert totals == [value, Decimal("1.5")]
+        frame = export.invoices_dataframe([d.document for d in documents])
+        assert list(frame.total_price_incl_tax) == [value, Decimal("1.5")]
+    else:
+        assert list(refused) == [1]
+        assert "decimal places" in refused[1] or "exceeds DECIMAL(18,4)" in refused[1]
+        assert totals == [Decimal("1.5")]
+        with pytest.raises(ValueError, match="total_price_incl_tax"):
+            export.invoices_dataframe([documents[0].document])
 
 
 def columns_of(pipeline: dlt.Pipeline, table: str) -> set[str]:
@@ -769,3 +897,27 @@ def test_templates_and_session_load_as_documented_and_are_replaced(
     assert query(pipeline, "SELECT id FROM recurring_templates") == [(second,)]
     assert query(pipeline, "SELECT COUNT(*) FROM recurring_templates__details") == [(0,)]
     assert query(pipeline, "SELECT COUNT(*) FROM current_session") == [(1,)]
+
+
+def test_the_session_warns_of_no_differing_column_hints(
+    service: FakeInvoicingService, pipeline: dlt.Pipeline
+) -> None:
+    """The session's `extra` (JSON text) is hinted as what it is: dlt warned "several
+    column hints were different" for `current_session` on every run."""
+    warnings: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    handler = Collect()
+    logging.getLogger("dlt").addHandler(handler)
+    try:
+        load(pipeline, service)
+        load(pipeline, service)
+    finally:
+        logging.getLogger("dlt").removeHandler(handler)
+    assert [w for w in warnings if "current_session" in w] == []
+    [(extra,)] = query(pipeline, "SELECT extra FROM current_session")
+    assert json.loads(extra) == (service.account.session().extra or None)

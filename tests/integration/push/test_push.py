@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -298,3 +301,34 @@ async def test_pushes_survive_an_outage_of_the_service() -> None:
             stored = await store.get(ident)
             assert stored is not None
             assert stored.po_number == f"PO-{ident}"
+
+
+async def test_pushes_cut_off_mid_body_log_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    """Each aborted push once logged an ERROR with a ConnectionResetError traceback."""
+    receiver = PushReceiver(SECRET)
+    app = web.Application()
+    app.add_routes(receiver.routes())
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    caplog.set_level(logging.DEBUG)
+    try:
+        for _ in range(50):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                f"POST /push/{SECRET} HTTP/1.1\r\nHost: x\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n"
+                "Content-Length: 1000\r\n\r\ninvoice_id=1".encode()
+            )
+            await writer.drain()
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.close()  # a reset, mid-body
+            await reader.read()
+    finally:
+        await runner.cleanup()
+    assert receiver.pending == {}
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert not [r for r in caplog.records if r.exc_info]

@@ -562,3 +562,32 @@ async def test_update_refuses_unknown_and_read_only_names(api: ScriptedAPI) -> N
         with pytest.raises(ValueError, match="read-only"):
             await client.invoices.update(1, state="paid")
     assert api.seen == []
+
+
+@pytest.mark.parametrize("resource", ["invoices", "recurring_templates"])
+async def test_a_bad_attribute_in_update_is_an_invoicing_error_naming_it(
+    api: ScriptedAPI, resource: str
+) -> None:
+    """`update(id, **user_json)` in a handler that answers `InvoicingError`: a misspelt or
+    read-only name is one (a `ValidationError`), still a `TypeError`/`ValueError`, and
+    names the attribute, its close matches and the accepted ones."""
+    async with scripted_client(api) as client:
+        update = getattr(client, resource).update
+        with pytest.raises(ia.InvalidArgumentError) as misspelt:
+            await update(1, dicount="2.5")
+        with pytest.raises(ia.InvoicingError) as read_only:
+            await update(1, created_at=None)
+    assert isinstance(misspelt.value, ia.ValidationError)
+    assert isinstance(misspelt.value, TypeError)
+    assert isinstance(misspelt.value, ValueError)
+    assert isinstance(read_only.value, ia.InvalidArgumentError)
+    assert misspelt.value.status == 0
+    assert misspelt.value.method == "PUT"
+    assert misspelt.value.url.endswith("/1.xml")
+    [error] = misspelt.value.errors
+    assert error.attribute == "dicount"
+    assert "did you mean 'discount'" in error.message
+    assert "currency" in error.message.partition("(updatable: ")[2]
+    assert read_only.value.errors[0].attribute == "created_at"
+    assert "read-only" in str(read_only.value)
+    assert api.seen == []

@@ -533,7 +533,7 @@ async def test_the_engine_syncs_into_postgres(postgres_url: str) -> None:
             assert (second.deleted, second.updated, second.created) == (5, 40, 0)
             assert second.requests == 1 + 1  # the list, and one batch of 40
             for ident, invoice in service.account.invoices.items():
-                assert await store.get(ident) == invoice
+                assert await store.get(ident) == service.account.as_read(invoice, "json")
             assert await store.revisions() == {
                 i: invoice.revision for i, invoice in service.account.invoices.items()
             }

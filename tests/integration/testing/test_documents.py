@@ -18,7 +18,7 @@ from invoicing_async.models import (
 )
 from invoicing_async.testing import Account, FakeClock, FakeInvoicingService, populate
 from invoicing_async.testing._documents import sync_chunks
-from invoicing_async.testing._writers import dump_list, dump_sync_entries
+from invoicing_async.testing._writers import dump_invoice, dump_list, dump_sync_entries
 
 FORMATS: tuple[Format, ...] = ("xml", "json")
 SEND = {"email": "a@example.com", "invoice_email": "b@example.com", "send_method": "email"}
@@ -28,11 +28,13 @@ def assert_fresh(account: Account) -> None:
     """Every kept document, and every list of them, equals a from-scratch encode."""
     invoices = account.list_invoices()
     for fmt in FORMATS:
-        assert account.documents.list_body(invoices, fmt) == dump_list(invoices, fmt, Invoice)
+        real = account.documents.real_shape
+        expected_list = dump_list(invoices, fmt, Invoice, real_shape=real)
+        assert account.documents.list_body(invoices, fmt) == expected_list
         pieces = list(account.documents.list_chunks(invoices, fmt, size=4096))
-        assert b"".join(pieces) == dump_list(invoices, fmt, Invoice)
+        assert b"".join(pieces) == expected_list
         for invoice in invoices:
-            expected = dump_model(invoice, fmt, mode="document")
+            expected = dump_invoice(invoice, fmt, real_shape=real)
             assert account.documents.document(invoice, fmt) == expected
 
 
@@ -163,3 +165,49 @@ def test_sync_list_pieces_are_dump_sync_entries(fmt: Format, count: int) -> None
 def test_an_empty_list(fmt: Format) -> None:
     service = FakeInvoicingService()
     assert service.account.documents.list_body([], fmt) == dump_list([], fmt, Invoice)
+
+
+def test_the_specification_shape_is_a_switch_away() -> None:
+    """`real_shape=False`: the documents hold the specified fields only."""
+    service = FakeInvoicingService(invoices=5, seed=3, real_shape=False)
+    assert_fresh(service.account)
+    invoice = service.account.invoices[1]
+    for fmt in FORMATS:
+        assert service.account.documents.document(invoice, fmt) == dump_model(
+            invoice, fmt, mode="document"
+        )
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_invoices_come_in_the_real_services_shape(fmt: Format) -> None:
+    """The field notes' fields beyond the specification, on invoices, lines and payments,
+    reach `extra` through the client; without the switch, nothing does."""
+    async with FakeInvoicingService(invoices=30, seed=3) as service:
+        paid = next(i for i in service.account.invoices.values() if i.payments)
+        async with service.client(format=fmt) as client:
+            invoice = await client.invoices.get(paid.id or 0)
+            listed = await client.invoices.list()
+    assert set(invoice.extra) == {
+        "tax_components",
+        "sender_address",
+        "attachments",
+        "sepa_active",
+        "sent_at",
+        "transactions",
+    }
+    assert invoice.extra["sepa_active"] is False
+    assert invoice.extra["attachments"] == []
+    assert len(invoice.extra["tax_components"]) >= 1
+    assert set(invoice.details[0].extra) == {"tax", "amount_plain"}
+    line = invoice.details[0]
+    tax = Decimal(str(line.extra["tax"]))
+    assert tax == (line.total_price_incl_tax or 0) - (line.total_price_excl_tax or 0)
+    assert set(invoice.payments[0].extra) == {"price_base"}
+    assert all(i.extra and all(d.extra for d in i.details) for i in listed)
+    async with (
+        FakeInvoicingService(invoices=3, seed=3, real_shape=False) as spec,
+        spec.client(format=fmt) as client,
+    ):
+        plain = await client.invoices.list()
+    assert [i.extra for i in plain] == [{}, {}, {}]
+    assert all(d.extra == {} for i in plain for d in i.details)

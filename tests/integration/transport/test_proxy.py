@@ -6,16 +6,29 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
+import os
+import traceback
 from collections.abc import AsyncIterator
+from unittest import mock
+from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from yarl import URL
 
 import invoicing_async as ia
-from invoicing_async._transport.sender import env_proxy
 from invoicing_async.testing import FakeInvoicingService
+from tests.integration.transport.test_telemetry import Exported, exported, span_text
+from tests.unit.transport.test_proxies import MALFORMED, PASSWORDS
 
-PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+__all__ = ["exported"]  # the fixture, imported
+
+PROXY_VARIABLES = tuple(
+    case(f"{name}_proxy")
+    for name in ("https", "http", "all", "no")
+    for case in (str.lower, str.upper)
+)
 
 
 class LoopbackProxy:
@@ -134,11 +147,122 @@ async def test_no_proxy_and_trust_env_false_go_direct(
     assert proxy.heads == []
 
 
-def test_credentials_in_the_proxy_url_become_its_authorization(
+@pytest.mark.parametrize("form", ["scheme-less", "http"])
+async def test_a_proxy_without_a_scheme_is_used_with_its_credentials(
+    proxy: LoopbackProxy, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """`puser:s3cret@host:port`, as curl and requests read it: once every call failed
+    with the whole value, password included, in its message."""
+    address = proxy.url.replace("http://", "puser:s3cret@")
+    monkeypatch.setenv("HTTPS_PROXY", address if form == "scheme-less" else "http://" + address)
+    async with (
+        FakeInvoicingService(invoices=1) as service,
+        service.client() as client,
+    ):
+        assert len(await client.invoices.list()) == 1
+        origin = URL(service.base_url)
+    assert proxy.request_lines == [f"CONNECT {origin.host}:{origin.port} HTTP/1.1"]
+    assert (
+        f"Proxy-Authorization: Basic {base64.b64encode(b'puser:s3cret').decode()}" in proxy.heads[0]
+    )
+
+
+@pytest.mark.parametrize("no_proxy", ["127.0.0.0/8", "127.0.0.1/32", ".0.0.1", "*"])
+async def test_no_proxy_blocks_and_star_go_direct(
+    proxy: LoopbackProxy, monkeypatch: pytest.MonkeyPatch, no_proxy: str
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    async with (
+        FakeInvoicingService(invoices=1) as service,
+        service.client() as client,
+    ):
+        assert len(await client.invoices.list()) == 1
+    assert proxy.heads == []
+
+
+def test_a_malformed_proxy_variable_fails_the_client_once_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("HTTPS_PROXY", "http://user:pa55@127.0.0.1:3128")
-    address, headers = env_proxy(URL("https://acme.example.com/api/v1.0/invoices.xml"))
-    assert address == URL("http://127.0.0.1:3128")
-    assert headers == {"Proxy-Authorization": "Basic " + base64.b64encode(b"user:pa55").decode()}
-    assert env_proxy(URL("http://acme.example.com/")) == (None, None)  # no HTTP_PROXY
+    """`http://puser:s3cret@[::1` once raised a raw ValueError on every call."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://puser:s3cret@[::1")
+    with pytest.raises(ia.ConfigurationError, match="HTTPS_PROXY") as caught:
+        ia.InvoicingClient("https://acme.example.com", auth=ia.BasicAuth("u", "p"))
+    assert "s3cret" not in str(caught.value)
+    # A client told not to read the environment does not.
+    ia.InvoicingClient("https://acme.example.com", auth=ia.BasicAuth("u", "p"), trust_env=False)
+
+
+SCANNED_FORMS = [
+    "puser:{p}@{h}",
+    "http://puser:{p}@{h}",
+    "https://puser:{p}@{h}",
+    "HTTP://puser:{p}@{h}/",
+    "http://puser:{p}@{h}/path?q=1#f",
+    "http://:{p}@{h}",
+    "http://{p}@{h}",
+    "{p}@{h}",
+    *(form.replace("127.0.0.1", "{h}") for form in MALFORMED),
+]
+
+
+def _everything_said(error: BaseException | None, records: list[logging.LogRecord]) -> str:
+    formatter = logging.Formatter("%(levelname)s %(name)s %(message)s %(args)s")
+    parts = [formatter.format(record) + repr(record.__dict__) for record in records]
+    if error is not None:
+        parts += traceback.format_exception(error)
+        parts += [repr(error), repr(vars(error))]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("form", SCANNED_FORMS)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(password=PASSWORDS)
+def test_no_proxy_password_reaches_an_error_a_log_line_a_span_or_a_metric(
+    exported: Exported, password: str, form: str
+) -> None:
+    """Whatever the variable's form, working or not: the password, and the header made of
+    it, are in no exception (its causes included), no log record, span or metric."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    async def scenario() -> BaseException | None:
+        async def hang_up(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
+        env["HTTPS_PROXY"] = form.format(p=password, h=f"127.0.0.1:{port}")
+        try:
+            with mock.patch.dict(os.environ, env, clear=True):
+                retry = ia.RetryPolicy(attempts=2, base_delay=0.0, jitter=False)
+                async with ia.InvoicingClient(
+                    "https://127.0.0.1:9", auth=ia.BasicAuth("u", "p"), retry=retry
+                ) as client:
+                    await client.invoices.list()
+        except ia.InvoicingError as exc:
+            return exc
+        finally:
+            server.close()
+            await server.wait_closed()
+        return None
+
+    package = logging.getLogger("invoicing_async")
+    handler, level = Keep(logging.DEBUG), package.level
+    package.addHandler(handler)
+    package.setLevel(logging.DEBUG)
+    try:
+        error = asyncio.run(scenario())
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(level)
+    assert isinstance(error, ia.InvoicingError)
+    text = _everything_said(error, records) + span_text(exported.spans())
+    text += exported.metrics_text()
+    login = base64.b64encode(f"puser:{password}".encode()).decode()
+    for secret in (password, login, quote(password, safe=""), quote(password)):
+        assert secret not in text

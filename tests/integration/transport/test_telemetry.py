@@ -37,6 +37,21 @@ class Exported:
     def spans(self) -> list[ReadableSpan]:
         return list(self._spans.get_finished_spans())
 
+    def metrics_text(self) -> str:
+        """Every metric point's attributes, as one text ("" before any was recorded)."""
+        data = self._metrics.get_metrics_data()
+        if data is None:
+            return ""
+        return repr(
+            [
+                dict(point.attributes or {})
+                for resource in data.resource_metrics
+                for scope in resource.scope_metrics
+                for metric in scope.metrics
+                for point in metric.data.data_points
+            ]
+        )
+
     def durations(self) -> list[HistogramDataPoint]:
         data = self._metrics.get_metrics_data()
         assert data is not None

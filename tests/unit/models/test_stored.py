@@ -58,7 +58,7 @@ def write(value: Any) -> str:
 def old_path(body: bytes) -> Any:
     """The converter alone, member by member: the C check never says yes."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(stored, "checked_invoice", lambda raw: None)
+        mp.setattr(stored, "checked_invoice", lambda raw, **_: None)
         return new_path(body)
 
 

@@ -138,3 +138,13 @@ async def test_a_200_with_negative_remaining_leaves_the_budget_alone() -> None:
         await client.current_session()
     assert budget.available_now() == 349
     assert budget.snapshot().server_remaining is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(str(2**31 - 1), 2**31 - 1), (str(2**31), None), ("9" * 5000, None)]
+)
+def test_a_count_larger_than_any_budget_store_holds_is_unknown(
+    value: str, expected: int | None
+) -> None:
+    headers = {"X-RateLimit-Limit": value, "X-RateLimit-Remaining": value}
+    assert rate_headers(headers) == (expected, expected)

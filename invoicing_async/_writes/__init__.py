@@ -1,0 +1,1 @@
+"""Writes that happen once: idempotency keys, the write journal, settled by looking."""
