@@ -8,6 +8,9 @@ from typing import Any, ClassVar
 
 import attrs
 
+from invoicing_async._wire.json import json_text
+from invoicing_async._wire.scalars import format_decimal
+
 __all__ = ["DetailLine", "Model", "collection", "extra_field", "field", "read_only"]
 
 READ_ONLY = "invoicing.read_only"
@@ -39,8 +42,24 @@ def collection(*, request: str | None = None, read_only: bool = False) -> Any:
 
 
 def extra_field() -> Any:
-    """Attributes the service sent that the model does not know: kept, never sent back."""
-    return attrs.field(factory=dict, repr=False)
+    """Attributes the service sent that the model does not know: kept, never sent back.
+    Compared as a JSON document keeps them (`as_json_text`), so a stored copy equals the
+    fresh one whatever format it came in."""
+    return attrs.field(factory=dict, repr=False, eq=as_json_text)
+
+
+def as_json_text(value: Any) -> Any:
+    """`value` with its decimals, floats, datetimes and dates as the text a JSON document
+    holds them in: XML's typed values (`type="decimal"`) come back from a store as text."""
+    if isinstance(value, dict):
+        return {key: as_json_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_json_text(item) for item in value]
+    if isinstance(value, float):
+        return format_decimal(Decimal(repr(value)))
+    if isinstance(value, (Decimal, dt.date)):
+        return json_text(value)
+    return value
 
 
 class Model:

@@ -50,6 +50,7 @@ async def test_demo_runs_and_reports_minimal_costs(tmp_path: Path) -> None:
     moved = out.index("The fake service's clock moves on an hour before the next syncs")
     assert out.index("first sync") < moved < out.index("second sync")
     assert "346 of 350 left in the hour since its clock moved" in out  # 2 + 1 + get
+    assert "the same as the service's copy: True (1 request)" in out
     with contextlib.closing(sqlite3.connect(tmp_path / "d.db")) as db:
         rows = db.execute("SELECT count(*) FROM invoices WHERE deleted_at IS NULL").fetchone()
     assert rows == (446,)  # 450 - 5 deleted + 1 created
