@@ -88,12 +88,15 @@ def _wire_plan(cls: type[Model], fmt: Format, mode: Mode) -> list[tuple[str, str
     return plan
 
 
-def to_wire(model: Model, *, fmt: Format, mode: Mode) -> dict[str, Any]:
+def to_wire(
+    model: Model, *, fmt: Format, mode: Mode, setting: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The attributes of `model` as a wire tree for one format: `request`, the set writable
-    ones (under request names); `document`, every attribute as the service writes it."""
+    ones (under request names); `document`, every attribute as the service writes it.
+    `setting` gives plain attributes other values, in their place (no copy of the model)."""
     out: dict[str, Any] = {}
     for name, key, only_set, is_list in _wire_plan(type(model), fmt, mode):
-        value = getattr(model, name)
+        value = getattr(model, name) if setting is None else setting.get(name, getattr(model, name))
         if is_list:
             if only_set and not value:
                 continue
@@ -165,9 +168,12 @@ def _request(root: str, data: Mapping[str, Any], fmt: Format) -> bytes:
     return _wrapped(root, data, fmt)
 
 
-def dump_model(model: Model, fmt: Format, *, mode: Mode = "request") -> bytes:
-    """A create or payment body (or, with `mode="document"`, the service's document)."""
-    data = to_wire(model, fmt=fmt, mode=mode)
+def dump_model(
+    model: Model, fmt: Format, *, mode: Mode = "request", setting: Mapping[str, Any] | None = None
+) -> bytes:
+    """A create or payment body (or, with `mode="document"`, the service's document);
+    `setting`: plain attributes written with these values (a create's idempotency marker)."""
+    data = to_wire(model, fmt=fmt, mode=mode, setting=setting)
     if mode == "request":
         return _request(ROOTS[type(model)][0], data, fmt)
     return _wrapped(ROOTS[type(model)][0], data, fmt)

@@ -136,8 +136,9 @@ class InvoicesResource(Resource):
             body = self._write("POST", "/invoices.xml", dump_model, invoice)
             answer = await self._created(body)
         else:
-            marked = self._marked(invoice, idempotency_key)
-            body = self._write("POST", "/invoices.xml", dump_model, marked)
+            marker = self._marker_of(invoice, idempotency_key)
+            write_marked = functools.partial(dump_model, setting=marker)
+            body = self._write("POST", "/invoices.xml", write_marked, invoice)
             write = KeyedWrite("create_invoice", idempotency_key, None, body, self._marker)
             answer = Answer(await self._once(write, functools.partial(self._created, body)))
         return load_model(answer.body, self._fmt, Invoice)
@@ -153,9 +154,9 @@ class InvoicesResource(Resource):
         fetched = await self._transport.request("GET", self._path(ident))
         return Answer(fetched.body, ident)
 
-    def _marked(self, invoice: Invoice, key: str) -> Invoice:
-        """`invoice` carrying `key` in the marker field; one holding another value there is
-        refused (the marker would be lost)."""
+    def _marker_of(self, invoice: Invoice, key: str) -> dict[str, str]:
+        """The marker field set to `key`, for the body of `invoice`; an invoice holding
+        another value there is refused (the marker would be lost)."""
         check_key(key)
         held = getattr(invoice, self._marker)
         if held is not None and held != key:
@@ -164,8 +165,7 @@ class InvoicesResource(Resource):
                 "idempotency key: leave it empty, or make the client with another "
                 "write_marker=; nothing was sent"
             )
-        marker: dict[str, Any] = {self._marker: key}
-        return attrs.evolve(invoice, **marker)
+        return {self._marker: key}
 
     async def update(self, invoice: int | Invoice, /, **changes: Any) -> Invoice:
         """Change the named attributes only: PUT /invoices/:id.xml.

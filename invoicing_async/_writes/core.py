@@ -59,6 +59,15 @@ class Intent:
     at: float
     since_id: int | None = None
 
+    def with_since(self, since_id: int | None) -> Intent:
+        """This intent with the highest invoice id the journal knew when it was claimed."""
+        if since_id == self.since_id:
+            return self
+        return Intent(
+            self.scope, self.key, self.kind, self.target, self.fingerprint, self.detail,
+            self.at, since_id,
+        )  # fmt: skip
+
 
 @attrs.frozen
 class Record:

@@ -129,9 +129,7 @@ class MemoryJournal:
             since = (
                 self._newest_created.get(intent.scope) if intent.kind == "create_invoice" else None
             )
-            mine = Record(
-                Intent(**{**_fields(intent), "since_id": since}), "pending", owner, lease_until
-            )
+            mine = Record(intent.with_since(since), "pending", owner, lease_until)
             self._records[slot] = mine
             return Claim(Step.SEND, mine)
         claim = _claim_existing(existing, intent)
@@ -177,19 +175,6 @@ class MemoryJournal:
 
     async def close(self) -> None:
         return None
-
-
-def _fields(intent: Intent) -> dict[str, Any]:
-    return {
-        "scope": intent.scope,
-        "key": intent.key,
-        "kind": intent.kind,
-        "target": intent.target,
-        "fingerprint": intent.fingerprint,
-        "detail": intent.detail,
-        "at": intent.at,
-        "since_id": intent.since_id,
-    }
 
 
 _SQLITE_SCHEMA = (
@@ -265,7 +250,7 @@ class SQLiteJournal:
                 since = None
                 if intent.kind == "create_invoice":
                     since = db.execute(sql["high_water"], (intent.scope,)).fetchone()[0]
-                mine = Intent(**{**_fields(intent), "since_id": since})
+                mine = intent.with_since(since)
                 db.execute(
                     sql["insert_intent"],
                     (

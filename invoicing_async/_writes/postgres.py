@@ -11,7 +11,7 @@ from invoicing_async._postgres.connect import connection_pool, require_psycopg
 from invoicing_async._postgres.migrations import Component, apply
 from invoicing_async._postgres.reasons import where_of
 from invoicing_async._writes.core import Claim, Intent, Record, Step
-from invoicing_async._writes.journal import _claim_existing, _fields, _row_record, queries
+from invoicing_async._writes.journal import _claim_existing, _row_record, queries
 from invoicing_async.errors import IdempotencyKeyError, JournalError, StoreError
 
 __all__ = ["SCHEMA", "PostgresJournal"]
@@ -82,7 +82,7 @@ class PostgresJournal:
                     cursor = await conn.execute(sql["high_water"], (intent.scope,))
                     row = await cursor.fetchone()
                     since = None if row is None else row[0]
-                mine = Intent(**{**_fields(intent), "since_id": since})
+                mine = intent.with_since(since)
                 cursor = await conn.execute(
                     sql["insert_intent"],
                     (
