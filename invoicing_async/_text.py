@@ -1,12 +1,15 @@
 """Text a server or a file may control, made safe to show: `printable` escapes what a
 terminal or a log reader would act on; `package_logger` escapes every record's message
-itself, so any handler (Python's last resort, an app's own) writes it inert."""
+itself, so any handler (Python's last resort, an app's own) writes it inert; `moved_name`
+serves a public name that moved, with a warning that says where."""
 
 from __future__ import annotations
 
 import logging
+import warnings
+from collections.abc import Mapping
 
-__all__ = ["package_logger", "printable"]
+__all__ = ["moved_name", "package_logger", "printable"]
 
 
 def printable(text: str) -> str:
@@ -38,3 +41,16 @@ def package_logger(name: str) -> logging.Logger:
     if _ESCAPED not in logger.filters:
         logger.addFilter(_ESCAPED)
     return logger
+
+
+def moved_name(module: str, name: str, moved: Mapping[str, object], to: str) -> object:
+    """For a module's `__getattr__`: a name that moved to module `to`, still served here with
+    a `DeprecationWarning` naming its new place (the old name goes in 1.0)."""
+    if name not in moved:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{module}.{name} moved to {to}.{name}; the old name goes in 1.0",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return moved[name]

@@ -1,3 +1,4 @@
-"""Integrations with other tools, each behind its own extra (`contrib.dlt`: `[dlt]`)."""
+"""Integrations with other tools, each behind its own extra (`contrib.dlt`: `[dlt]`,
+`contrib.pandas`: `[pandas]`)."""
 
 __all__: list[str] = []

@@ -19,7 +19,7 @@ from tests.unit.test_exports import PUBLIC_MODULES
 ROOT = Path(__file__).parents[2]
 REFERENCE = ROOT / "docs" / "reference"
 # Pages that render a whole module (a flat list is its concept: the exceptions, the source).
-WHOLE = {"invoicing_async.errors", "invoicing_async.contrib.dlt"}
+WHOLE = {"invoicing_async.errors", "invoicing_async.contrib.dlt", "invoicing_async.contrib.pandas"}
 
 
 def hook() -> ModuleType:

@@ -11,13 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from invoicing_async import models as m
-from invoicing_async.sync import (
-    MemoryStore,
-    PostgresStore,
-    SQLiteStore,
-    SyncEngine,
-    store_dataframes,
-)
+from invoicing_async.contrib.pandas import details_dataframe, invoices_dataframe, store_dataframes
+from invoicing_async.sync import MemoryStore, PostgresStore, SQLiteStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
 
 MONEY = pd.ArrowDtype(pa.decimal128(18, 4))
@@ -43,12 +38,12 @@ def test_money_is_arrow_decimal_and_dates_are_dates() -> None:
         invoice_date=pd.Timestamp("2014-07-30").date(),
         details=[m.InvoiceDetail(id=7, price=Decimal("0.0125"))],
     )
-    invoices = m.invoices_dataframe([invoice])
+    invoices = invoices_dataframe([invoice])
     assert invoices["total_price_incl_tax"].dtype == MONEY
     assert invoices["exchange_rate"].dtype == pd.ArrowDtype(pa.decimal128(18, 8))
     assert invoices["exchange_rate"][0] == Decimal("1.08765432")
     assert invoices["invoice_date"].dtype == pd.ArrowDtype(pa.date32())
-    lines = m.details_dataframe([invoice])
+    lines = details_dataframe([invoice])
     assert lines["price"].dtype == MONEY
     assert lines["price"][0] == Decimal("0.0125")
     assert "destroy" not in lines.columns
@@ -56,7 +51,7 @@ def test_money_is_arrow_decimal_and_dates_are_dates() -> None:
 
 def test_more_places_than_the_column_holds_are_refused_not_rounded() -> None:
     with pytest.raises(pa.ArrowInvalid):
-        m.invoices_dataframe([m.Invoice(id=1, total_paid=Decimal("0.00001"))])
+        invoices_dataframe([m.Invoice(id=1, total_paid=Decimal("0.00001"))])
 
 
 async def test_store_frames_are_exact_and_the_same_for_every_store(
@@ -68,7 +63,7 @@ async def test_store_frames_are_exact_and_the_same_for_every_store(
     await sqlite.close()
     pd.testing.assert_frame_equal(from_models, from_documents)
     pd.testing.assert_frame_equal(lines_from_models, lines_from_documents)
-    pd.testing.assert_frame_equal(from_models, m.invoices_dataframe(invoices))
+    pd.testing.assert_frame_equal(from_models, invoices_dataframe(invoices))
     for name in ("total_price_incl_tax", "total_paid", "total_unpaid", "total_tax"):
         total = sum((getattr(i, name) or Decimal(0) for i in invoices), Decimal(0))
         assert from_documents[name].sum() == total, name  # exact, summed by Arrow

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pandas as pd
 
 from invoicing_async import models as m
+from invoicing_async.contrib.pandas import details_dataframe, invoices_dataframe
 
 CEST = dt.timezone(dt.timedelta(hours=2))
 
@@ -50,7 +51,7 @@ def test_json_safe_form_keeps_every_digit() -> None:
 
 
 def test_invoices_dataframe_has_typed_columns_and_exact_money() -> None:
-    frame = m.invoices_dataframe([invoice(1, "181.50"), invoice(2, "0.10", po_number="PO-9")])
+    frame = invoices_dataframe([invoice(1, "181.50"), invoice(2, "0.10", po_number="PO-9")])
     assert list(frame["id"]) == [1, 2]
     assert str(frame["id"].dtype) == "Int64"
     assert frame["contact_id"].isna().all()  # None becomes <NA>, the column stays Int64
@@ -66,14 +67,14 @@ def test_invoices_dataframe_has_typed_columns_and_exact_money() -> None:
 
 
 def test_details_dataframe_links_lines_to_invoices() -> None:
-    frame = m.details_dataframe([invoice(1, "1"), invoice(2, "2")])
+    frame = details_dataframe([invoice(1, "1"), invoice(2, "2")])
     assert list(frame["invoice_id"]) == [1, 1, 2, 2]
     assert list(frame["id"]) == [10, 11, 20, 21]
     assert frame["price"].tolist() == [Decimal("60.50"), Decimal("-0.0")] * 2
 
 
 def test_empty_input_still_has_the_columns() -> None:
-    frame = m.invoices_dataframe([])
+    frame = invoices_dataframe([])
     assert len(frame) == 0
     assert "total_paid" in frame.columns
     assert str(frame["id"].dtype) == "Int64"
