@@ -7,6 +7,7 @@ import datetime as dt
 import logging
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -93,6 +94,8 @@ async def scripted() -> AsyncIterator[ScriptedAPI]:
 
 # Real PostgreSQL and Redis, started by the suite (tests/servers.py).
 from tests.servers import (  # noqa: E402
+    POSTGRES,
+    REDIS,
     empty_postgres_url,
     postgres_server,
     postgres_template,
@@ -108,7 +111,21 @@ __all__ = [
     "postgres_url",
     "redis_server",
     "redis_url",
+    "shared_budget_url",
 ]
+
+#: The stores a budget is shared through (`RateBudget(shared=URL)`), in one place.
+SHARED_BUDGET_BACKENDS = ["sqlite", POSTGRES, REDIS]
+
+
+@pytest.fixture(params=SHARED_BUDGET_BACKENDS)
+def shared_budget_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL of each store a budget can be shared through: a SQLite file, then PostgreSQL
+    and Redis servers (marked `servers`)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'budget.db'}"
+    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
+    return str(request.getfixturevalue(fixture))
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,6 @@ import invoicing_async as ia
 from invoicing_async import models as m
 from invoicing_async.sync import SQLiteStore
 from invoicing_async.testing import FakeInvoicingService
-from tests.servers import POSTGRES, REDIS
 
 
 def blocking(service: FakeInvoicingService, **kwargs: Any) -> ia.BlockingInvoicingClient:
@@ -216,24 +215,19 @@ def _in_children(count: int, work: Callable[[], str]) -> list[str]:
     return answers
 
 
-@pytest.mark.parametrize("store", ["sqlite", POSTGRES, REDIS])
 def test_four_processes_with_a_shared_budget_never_exceed_it(
     service_in_thread: FakeInvoicingService,
+    shared_budget_url: str,
     tmp_path: Path,
-    store: str,
-    request: pytest.FixtureRequest,
     quiet: list[warnings.WarningMessage],
 ) -> None:
     """One client made before the fork (as a Celery or gunicorn --preload module does),
     four children spending a budget of 12 shared through each store, with 5 calls each.
     Each child opens connections of its own: on the parent's (PostgreSQL, Redis) a child
     failed calls with `BudgetUnavailableError` and left the parent's store broken."""
-    url = (
-        f"sqlite:///{tmp_path / 'budget.db'}"
-        if store == "sqlite"
-        else str(request.getfixturevalue(f"{store}_url"))
-    )
-    budget = ia.RateBudget(limit=12, shared=url, key=f"acme-{tmp_path.name}")  # unique per test
+    budget = ia.RateBudget(
+        limit=12, shared=shared_budget_url, key=f"acme-{tmp_path.name}"
+    )  # unique per test
     seen_before = service_in_thread.account.requests_total
     with blocking(service_in_thread, budget=budget, max_wait=0) as client:
         assert client.invoices.get(1).id == 1  # the parent's loop, session, budget thread

@@ -16,12 +16,6 @@ from tests.acceptance.jobs.test_jobs import cli, query
 HEADER = "name,base_url,username,password_env,format,hourly_limit,every_seconds\n"
 
 
-@pytest.fixture
-def migrated(postgres_url: str) -> str:
-    assert cli("db", "migrate", url=postgres_url) == 0
-    return postgres_url
-
-
 def accounts(url: str) -> list[tuple[str, str, str, int, int]]:
     return [
         (r[0], r[1], r[2], r[3], r[4])

@@ -43,12 +43,6 @@ def query(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, .
 
 
 @pytest.fixture
-def migrated(postgres_url: str) -> str:
-    assert cli("db", "migrate", url=postgres_url) == 0
-    return postgres_url
-
-
-@pytest.fixture
 async def service(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeInvoicingService]:
     async with FakeInvoicingService(tls=False, invoices=300, seed=7) as svc:
         monkeypatch.setenv(SECRET_ENV, svc.password)

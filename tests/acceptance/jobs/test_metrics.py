@@ -16,15 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from invoicing_async._jobs.metrics import MetricsServer, RunMetrics, health
 from invoicing_async._jobs.tasks import Jobs
 from invoicing_async.testing import FakeInvoicingService
-from tests.acceptance.jobs.test_jobs import SECRET_ENV, acli, add, cli, query
+from tests.acceptance.jobs.test_jobs import SECRET_ENV, acli, add, query
 from tests.acceptance.jobs.test_jobs import service as service  # the fixture
 from tests.events import DB_LOOK, until
-
-
-@pytest.fixture
-def migrated(postgres_url: str) -> str:
-    assert cli("db", "migrate", url=postgres_url) == 0
-    return postgres_url
 
 
 def free_port() -> int:

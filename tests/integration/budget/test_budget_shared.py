@@ -26,27 +26,17 @@ from invoicing_async._budget.budget import spender_of
 from invoicing_async._budget.ledger import Grant
 from invoicing_async._budget.sqlite import SQLiteBudgetStore, sqlite_path
 from invoicing_async._budget.stores import MemoryBudgetStore
-from tests.servers import POSTGRES, REDIS
 
 HOUR = 3600.0
-BACKENDS = ["sqlite", POSTGRES, REDIS]
-
-
-@pytest.fixture(params=BACKENDS)
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'budget.db'}"
-    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
-    return str(request.getfixturevalue(fixture))
 
 
 @pytest.fixture
-async def make_budget(shared_url: str) -> AsyncIterator[Callable[..., ia.RateBudget]]:
+async def make_budget(shared_budget_url: str) -> AsyncIterator[Callable[..., ia.RateBudget]]:
     """Budgets on one shared URL, each with its own connection (a process of its own)."""
     made: list[ia.RateBudget] = []
 
     def make(limit: int = 20, **kwargs: object) -> ia.RateBudget:
-        budget = ia.RateBudget(limit, HOUR, shared=shared_url, key="acme", **kwargs)  # type: ignore[arg-type]
+        budget = ia.RateBudget(limit, HOUR, shared=shared_budget_url, key="acme", **kwargs)  # type: ignore[arg-type]
         made.append(budget)
         return budget
 
@@ -161,20 +151,20 @@ async def test_background_work_stops_short_of_the_reserve(
 
 
 async def test_phantoms_are_one_counted_block_in_every_store(
-    make_budget: Callable[..., ia.RateBudget], shared_url: str
+    make_budget: Callable[..., ia.RateBudget], shared_budget_url: str
 ) -> None:
     """A 100,000 budget told that 349 of 350 are left: one stored block of 99,650."""
     budget = make_budget(limit=100_000)
     permit = await spender_of(budget).take(max_wait=0)
     await spender_of(budget).settle(permit, limit=350, remaining=349)
     assert (await budget.refresh()).held_for_others == 99_650
-    if shared_url.startswith("sqlite"):
-        with contextlib.closing(sqlite3.connect(sqlite_path(shared_url))) as db:
+    if shared_budget_url.startswith("sqlite"):
+        with contextlib.closing(sqlite3.connect(sqlite_path(shared_budget_url))) as db:
             blocks = db.execute("SELECT count(*), sum(count) FROM budget_phantoms").fetchone()
-    elif shared_url.startswith("postgresql"):
+    elif shared_budget_url.startswith("postgresql"):
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(shared_url) as conn:
+        async with await psycopg.AsyncConnection.connect(shared_budget_url) as conn:
             cursor = await conn.execute(
                 "SELECT count(*), sum(count) FROM invoicing_budget_phantoms"
             )
@@ -182,7 +172,7 @@ async def test_phantoms_are_one_counted_block_in_every_store(
     else:
         import redis.asyncio
 
-        client = redis.asyncio.Redis.from_url(shared_url)
+        client = redis.asyncio.Redis.from_url(shared_budget_url)
         sizes = await client.hgetall("{invoicing:budget:acme}:sizes")
         await client.aclose()
         blocks = (len(sizes) - 1, int(sizes[b"all"]))

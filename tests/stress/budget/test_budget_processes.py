@@ -10,21 +10,12 @@ from typing import Any
 import pytest
 
 from invoicing_async.testing import FakeInvoicingService
-from tests.servers import POSTGRES, REDIS
 from tests.stress.budget.budget_child import run_children
 
 pytestmark = pytest.mark.stress  # processes of their own, 20 callers each
 
 ROOT = Path(__file__).parents[3]
 LIMIT = 30
-
-
-@pytest.fixture(params=["sqlite", POSTGRES, REDIS])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'budget.db'}"
-    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
-    return str(request.getfixturevalue(fixture))
 
 
 async def run_processes(
@@ -35,13 +26,13 @@ async def run_processes(
     return await run_children(args, processes, cwd=ROOT)
 
 
-async def test_three_processes_never_spend_more_than_the_limit(shared_url: str) -> None:
+async def test_three_processes_never_spend_more_than_the_limit(shared_budget_url: str) -> None:
     async with FakeInvoicingService(tls=False, limit=LIMIT) as service:
         # One process spends 12 and ends (a restart mid-hour)...
-        (first,) = await run_processes(service, shared_url, 1, 1, most=12)
+        (first,) = await run_processes(service, shared_budget_url, 1, 1, most=12)
         assert first["ok"] == 12
         # ...then three processes of 20 callers each take what is left, and only that.
-        results = await run_processes(service, shared_url, 3, 20, most=None)
+        results = await run_processes(service, shared_budget_url, 3, 20, most=None)
         assert sum(r["ok"] for r in results) == LIMIT - 12
         assert all(r["local"] >= 20 for r in results)  # each caller stopped by the budget
         assert sum(r["server"] for r in results) == 0

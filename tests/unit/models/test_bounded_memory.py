@@ -19,14 +19,15 @@ from invoicing_async._wire.scalars import MOST_CACHED_CHARS, TextCache
 from invoicing_async.models import Invoice
 
 MIB = 1 << 20
-ANSWERS = 300
-#: What may stay allocated after 300 answers of over a MiB each: the bounded tables and
-#: caches themselves (256 names of 128 characters, 4,096 short texts) and noise.
+ANSWERS = 16
+#: What may stay allocated after 16 answers of over a MiB each (16 MiB held without the
+#: bounds): the bounded tables and caches themselves (256 names of 128 characters, 4,096
+#: short texts) and noise.
 MOST_HELD = 4 * MIB
 
 
 def held_after(decode: Callable[[int], Any]) -> int:
-    """Bytes still allocated after `decode(i)` for each of 300 answers, every result dropped."""
+    """Bytes still allocated after `decode(i)` for each of `ANSWERS` answers, every result dropped."""
     gc.collect()
     tracemalloc.start()
     try:
