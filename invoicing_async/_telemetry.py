@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -23,10 +22,7 @@ SCOPE = "invoicing_async"
 
 _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 _instruments: dict[tuple[int, str], Any] = {}
-#: Seconds between lookups of the providers while none is configured.
-_RECHECK = 1.0
 _found = False  # a provider was configured (a provider, once set, stays)
-_looked_at = float("-inf")
 
 
 @functools.cache
@@ -41,15 +37,14 @@ def _opentelemetry() -> Any:
 
 
 def configured() -> bool:
-    """True when OpenTelemetry is installed and a tracer or meter provider was set."""
-    global _found, _looked_at
+    """True when OpenTelemetry is installed and a tracer or meter provider was set (asked
+    when a client is made and when a sync run starts, never per request)."""
+    global _found
     if _found:
         return True
     api = _opentelemetry()
-    now = time.monotonic()
-    if api is None or now - _looked_at < _RECHECK:  # not installed, or looked up just now
+    if api is None:
         return False
-    _looked_at = now
     trace, metrics = api
     tracers = trace.get_tracer_provider()
     if not isinstance(tracers, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
@@ -66,8 +61,8 @@ def configured() -> bool:
 
 def forget() -> None:
     """Look the providers up again at the next use (tests that set and unset them)."""
-    global _found, _looked_at
-    _found, _looked_at = False, float("-inf")
+    global _found
+    _found = False
     _instruments.clear()
 
 

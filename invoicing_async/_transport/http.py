@@ -13,6 +13,7 @@ import aiohttp
 import attrs
 from yarl import URL
 
+from invoicing_async import _telemetry as _opentelemetry
 from invoicing_async._budget.budget import RateBudget, spender_of
 from invoicing_async._models.documents import Format
 from invoicing_async._text import package_logger
@@ -129,6 +130,11 @@ class HTTPTransport:
         self.sender: Sender = sender or AiohttpSender(
             session=session, ssl=ssl, trace_configs=trace_configs, trust_env=trust_env
         )
+        #: Decided once, here: with OpenTelemetry configured every call is a span and every
+        #: send is measured (configure it before making the client).
+        self.traced = _opentelemetry.configured()
+        if self.traced:
+            self.sender = _telemetry.TracedSender(self.sender)
         self._closed = False
         self.requests_sent = 0  # every HTTP request, retries and redirects included
         # After the service upgraded us from http to https, go there directly.
@@ -175,10 +181,17 @@ class HTTPTransport:
         `deadline`, the whole call ends in `APITimeoutError` when it runs out, and a budget wait
         longer than what is left fails at once with `RateLimitExceeded`."""
         opts = options or self.options
-        if _telemetry.tracing():  # False at once without a configured OpenTelemetry
+        if self.traced:
             return _telemetry.traced_request(
                 self, method, path, body=body, options=opts, idempotent=idempotent
             )
+        return self.untraced_request(method, path, body=body, options=opts, idempotent=idempotent)
+
+    def untraced_request(
+        self, method: str, path: str, *, body: bytes | None, options: CallOptions, idempotent: bool
+    ) -> Coroutine[Any, Any, Response]:
+        """`request` without its span (what a traced call runs inside its span)."""
+        opts = options
         if opts.deadline is None:
             return self._request(method, path, body, opts, None, idempotent=idempotent)
         return self._request_within_deadline(method, path, body, opts, idempotent=idempotent)

@@ -1,7 +1,7 @@
 """Requests in OpenTelemetry: a CLIENT span per API call (HTTP client semantic conventions;
 budget waits, retries and redirects as span events) and the standard
-`http.client.request.duration` histogram per request sent. Without a configured
-provider `tracing()` answers False and nothing else happens."""
+`http.client.request.duration` histogram per request sent. The transport decides when it
+is built: without a configured provider nothing here runs."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from invoicing_async._transport.response import Response
 
-__all__ = ["TracedSender", "traced_request", "tracing"]
+__all__ = ["TracedSender", "traced_request"]
 
 #: The semantic conventions' advised buckets for HTTP request durations, in seconds.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -31,15 +31,13 @@ _WAIT_WORTH_TELLING = 0.001
 
 
 class Traceable(Protocol):
-    """What a traced call needs of the transport (`HTTPTransport`): its sender, to wrap,
-    its URLs, and the call itself."""
-
-    sender: Sender
+    """What a traced call needs of the transport (`HTTPTransport`): its URLs, and the call
+    without its span."""
 
     def url_for(self, path: str) -> URL: ...
 
     @property
-    def request(self) -> Callable[..., Awaitable[Response]]: ...
+    def untraced_request(self) -> Callable[..., Awaitable[Response]]: ...
 
 
 @attrs.define
@@ -69,12 +67,6 @@ _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
 )
 
 
-def tracing() -> bool:
-    """Whether this call gets a span: OpenTelemetry configured, and not already inside
-    a traced call (`traced_request` calls the transport again)."""
-    return _telemetry.configured() and _CALL.get() is None
-
-
 def _server(url: URL) -> dict[str, str | int]:
     found: dict[str, str | int] = {"server.address": str(url.host), "url.scheme": url.scheme}
     if url.port is not None:
@@ -86,8 +78,6 @@ async def traced_request(transport: Traceable, method: str, path: str, **call: A
     """`transport.request(method, path, **call)` inside a CLIENT span of its own."""
     from opentelemetry.trace import SpanKind, StatusCode
 
-    if not isinstance(transport.sender, TracedSender):
-        transport.sender = TracedSender(transport.sender)
     url = transport.url_for(path)  # the base URL never holds credentials (validated)
     attributes: dict[str, str | int] = {
         "http.request.method": method,
@@ -100,7 +90,7 @@ async def traced_request(transport: Traceable, method: str, path: str, **call: A
         state = _Call(span, time.monotonic())
         token = _CALL.set(state)
         try:
-            response = await transport.request(method, path, **call)
+            response = await transport.untraced_request(method, path, **call)
         except Exception as exc:
             status = getattr(exc, "status", None)
             if isinstance(status, int):

@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import invoicing_async as ia
 from invoicing_async import _telemetry
-from invoicing_async._transport.telemetry import DURATION_BUCKETS
+from invoicing_async._transport.telemetry import DURATION_BUCKETS, TracedSender
 from invoicing_async.errors import ServerError
 from invoicing_async.sync import MemoryStore, SyncEngine
 from invoicing_async.testing import FakeInvoicingService
@@ -282,3 +282,36 @@ async def test_no_credential_reaches_a_span_an_event_or_a_metric(exported: Expor
     assert "oauth_signature" not in text
     assert "Basic " not in text
     assert "@" not in "".join(str((s.attributes or {}).get("url.full", "")) for s in spans)
+
+
+async def test_tracing_is_decided_when_the_client_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client made before the provider is set stays untraced; one made after wraps its
+    sender at once and makes one span a call (the span's call runs the untraced path: the
+    request is not entered twice)."""
+    _telemetry.forget()
+    service = FakeInvoicingService(invoices=2)
+    async with service, service.client(format="json") as before:
+        with pytest.MonkeyPatch.context() as patch:
+            spans = InMemorySpanExporter()
+            tracers = TracerProvider()
+            tracers.add_span_processor(SimpleSpanProcessor(spans))
+            patch.setattr("opentelemetry.trace._TRACER_PROVIDER", tracers)
+            async with service.client(format="json") as after:
+                transport = after._transport  # noqa: SLF001 - what the decision made
+                assert transport.traced
+                assert isinstance(transport.sender, TracedSender)
+                entered: list[str] = []
+                untraced = transport.untraced_request
+
+                def counting(*args: object, **kwargs: object) -> object:
+                    entered.append("untraced")
+                    return untraced(*args, **kwargs)  # type: ignore[arg-type]
+
+                monkeypatch.setattr(transport, "untraced_request", counting)
+                await after.invoices.get(1)
+                await before.invoices.get(1)
+                assert not before._transport.traced  # noqa: SLF001
+            tracers.shutdown()
+        _telemetry.forget()
+    assert entered == ["untraced"]
+    assert [s.name for s in spans.get_finished_spans()] == ["GET"]
