@@ -7,7 +7,6 @@ import datetime as dt
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -15,16 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import dlt
-import pyarrow.compute as pc
 import pytest
 from dlt.pipeline.exceptions import PipelineStepFailed
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
-from invoicing_async import BasicAuth, RateBudget
+from invoicing_async import RateBudget
 from invoicing_async._models import export
-from invoicing_async._models.stored import load_invoice_documents
-from invoicing_async.contrib.dlt import _Account, _tables, invoicing_source
+from invoicing_async.contrib.dlt import invoicing_source
 from invoicing_async.models import (
     CurrentSession,
     Invoice,
@@ -492,26 +487,6 @@ def test_waiting_for_the_budget_loads_everything_in_one_run(
     assert current(pipeline) == on_service(service)
 
 
-@pytest.mark.parametrize(("wait", "max_wait"), [(True, None), (False, 60.0)])
-async def test_waiting_for_the_budget_lifts_the_clients_max_wait(
-    wait: bool, max_wait: float | None
-) -> None:
-    """What tells the two apart beyond a minute's wait (the client's default `max_wait`):
-    the resources' client waits as long as it takes only with `wait_for_budget`."""
-    account = _Account(
-        base_url="https://acct.example.com",
-        auth=BasicAuth("api-user", "pw"),
-        ssl=None,
-        format="json",
-        budget=RateBudget(),
-        budget_url=None,
-        wait_for_budget=wait,
-    )
-    async with account.client() as client:
-        assert client._options.max_wait == max_wait  # noqa: SLF001
-        assert client._options.background  # noqa: SLF001 - leaves the reserve alone
-
-
 def test_a_shared_budget_counts_the_requests(
     service: FakeInvoicingService, pipeline: dlt.Pipeline, tmp_path: Path
 ) -> None:
@@ -633,7 +608,7 @@ def test_unknown_fields_land_in_extra_in_every_table_of_the_load(
 ) -> None:
     """Fields the models do not know are kept as JSON in `extra`, whichever of the load's
     tables (here 100 invoices each) they come in."""
-    monkeypatch.setattr("invoicing_async.contrib.dlt._TABLE_SIZE", 100)
+    monkeypatch.setattr("invoicing_async.contrib.dlt._source._TABLE_SIZE", 100)
     ids = sorted(service.account.invoices)
     service.account.invoices[ids[150]].extra = {"new_field": "ünïcode"}
     load(pipeline, service)
@@ -651,7 +626,7 @@ def test_a_full_load_of_several_tables_holds_each_row_once(
 ) -> None:
     """The tables after the first (here 100 invoices each) are written anew with it, and
     a later load of several tables merges them all."""
-    monkeypatch.setattr("invoicing_async.contrib.dlt._TABLE_SIZE", 100)
+    monkeypatch.setattr("invoicing_async.contrib.dlt._source._TABLE_SIZE", 100)
 
     def assert_each_row_once() -> None:
         invoices = service.account.invoices.values()
@@ -667,98 +642,6 @@ def test_a_full_load_of_several_tables_holds_each_row_once(
     load(pipeline, service)
     assert merged(pipeline)
     assert_each_row_once()
-
-
-def test_a_line_its_table_cannot_hold_refuses_its_invoice_alone() -> None:
-    """A child row's value decides for its invoice too: a price with five places, never
-    rounded, refuses invoice 1 with the reason; the others keep their rows and keys."""
-    body = (
-        b'[{"invoice": {"id": 1, "revision": 5, "details": [{"id": 8, "price": "1.23456"}]}},'
-        b' {"invoice": {"id": 2, "revision": 5, "mystery": {"a": 1}}},'
-        b' {"invoice": {"id": 3, "revision": 5, "details": [{"id": 9, "price": "1.5"}]}}]'
-    )
-    documents, unreadable = load_invoice_documents(body, "json", limit=100, keep_values=True)
-    assert not unreadable
-    tables, refused = _tables(documents, scd2=False, stored={1, 3})
-    assert list(refused) == [1]
-    assert "price=1.23456 has more than 4 decimal places" in refused[1]
-    invoices = tables["invoices"]
-    assert invoices.column("id").to_pylist() == [2, 3]
-    assert invoices.column("_dlt_id").to_pylist() == ["2", "3"]
-    assert invoices.column("extra").to_pylist() == ['{"mystery": {"a": 1}}', None]
-    details = tables["invoices__details"]
-    real = details.filter(pc.invert(pc.starts_with(details.column("_dlt_id"), "-")))
-    assert real.column("price").to_pylist() == [Decimal("1.5")]
-    assert real.column("_dlt_id").to_pylist() == ["3.0"]
-    assert real.column("_dlt_root_id").to_pylist() == ["3"]
-    # a marker row for each stored invoice of the table: its stored lines are replaced
-    assert details.filter(pc.starts_with(details.column("_dlt_id"), "-")).to_pylist() == [
-        {**dict.fromkeys(details.column_names), "_dlt_id": "-3", "_dlt_root_id": "3"}
-    ]
-
-
-@st.composite
-def notations(draw: st.DrawFn) -> tuple[str, int, int]:
-    """(text, mantissa, exponent) of the amount mantissa * 10^exponent written in one of
-    its notations: exponent form (either case, a sign or not, the digits shifted), plain
-    with a `+`, leading or trailing zeros, `-0`."""
-    mantissa = draw(st.integers(-(10**20), 10**20))
-    exponent = draw(st.integers(-30, 70))
-    shift = draw(st.integers(0, 6))
-    digits, places = abs(mantissa) * 10**shift, exponent - shift
-    sign = "-" if mantissa < 0 or (mantissa == 0 and draw(st.booleans())) else ""
-    sign = sign or draw(st.sampled_from(["", "+"]))
-    zeros = "0" * draw(st.integers(0, 3))
-    if draw(st.booleans()):
-        mark = draw(st.sampled_from(["e", "E"]))
-        plus = draw(st.sampled_from(["", "+"])) if places >= 0 else ""
-        return f"{sign}{zeros}{digits}{mark}{plus}{places}", mantissa, exponent
-    text = str(digits * 10 ** max(places, 0)).rjust(max(-places, 0) + 1, "0")
-    if places < 0:
-        text = f"{text[:places]}.{text[places:]}"
-    return f"{sign}{zeros}{text}", mantissa, exponent
-
-
-@settings(deadline=None, max_examples=300)
-@given(notations(), st.booleans())
-@example(("1E+60", 1, 60), False)
-@example(("0E+100", 0, 0), False)
-@example(("-0", 0, 0), False)
-@example(("+12", 12, 0), False)
-@example(("0012.50000", 125, -1), False)
-def test_an_amount_is_judged_by_value_whatever_its_notation(
-    amount: tuple[str, int, int], bare: bool
-) -> None:
-    """An amount DECIMAL(18,4) holds exactly loads as its value, in the source's tables
-    and in a frame; any other (more than 4 places, 15 integer digits or more) is refused
-    with why, in any notation, and its invoice alone is left out."""
-    text, mantissa, exponent = amount
-    scaled = mantissa * 10 ** (exponent + 4) if exponent >= -4 else None
-    if scaled is None and mantissa % 10 ** (-exponent - 4) == 0:
-        scaled = mantissa // 10 ** (-exponent - 4)
-    held = scaled is not None and abs(scaled) < 10**18
-    json_number = re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", text)
-    written = text if bare and json_number else json.dumps(text)
-    body = (
-        b'[{"invoice": {"id": 1, "revision": 5, "total_price_incl_tax": %s}},'
-        b' {"invoice": {"id": 2, "revision": 5, "total_price_incl_tax": "1.5"}}]'
-    ) % written.encode()
-    documents, unreadable = load_invoice_documents(body, "json", limit=100, keep_values=True)
-    assert not unreadable
-    tables, refused = _tables(documents, scd2=False)
-    totals = tables["invoices"].column("total_price_incl_tax").to_pylist()
-    value = Decimal(mantissa).scaleb(exponent)
-    if held:
-        assert not refused
-        assert totals == [value, Decimal("1.5")]
-        frame = export.invoices_dataframe([d.document for d in documents])
-        assert list(frame.total_price_incl_tax) == [value, Decimal("1.5")]
-    else:
-        assert list(refused) == [1]
-        assert "decimal places" in refused[1] or "exceeds DECIMAL(18,4)" in refused[1]
-        assert totals == [Decimal("1.5")]
-        with pytest.raises(ValueError, match="total_price_incl_tax"):
-            export.invoices_dataframe([documents[0].document])
 
 
 def columns_of(pipeline: dlt.Pipeline, table: str) -> set[str]:
