@@ -1,5 +1,6 @@
 """Models out of the package: JSON-safe dicts (money as strings) and pandas DataFrames
-(money as Arrow decimals), keeping every digit."""
+(money as Arrow decimals), keeping every digit; the column table (which attributes, of
+what kind and Arrow type) that the frames and the dlt source's Arrow tables share."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from invoicing_async._wire.json import json_text
 
 if TYPE_CHECKING:
     import pandas
+    import pyarrow
 
 __all__ = [
     "MONEY_DECIMAL",
     "RATE_DECIMAL",
+    "arrow_type",
     "dataframes",
     "decimal_type",
     "decimal_unheld",
@@ -72,6 +75,8 @@ _KINDS: dict[type, str] = {
     dt.date: "date",
     str: "str",
 }
+# Attributes that are request flags, never data: no table has their column.
+_REQUEST_ONLY = frozenset({"destroy"})  # `_destroy` on a line
 
 
 def decimal_type(name: str) -> tuple[int, int]:
@@ -104,7 +109,7 @@ def held_decimals(name: str, values: list[Decimal | None]) -> Any:
     naming the first value it cannot hold."""
     import pyarrow as pa
 
-    kind = pa.decimal128(*decimal_type(name))
+    kind = arrow_type(name, "decimal")
     try:
         return pa.array(values, type=kind)
     except pa.ArrowInvalid:
@@ -118,15 +123,33 @@ def held_decimals(name: str, values: list[Decimal | None]) -> Any:
 
 def scalar_columns(cls: type[Any]) -> dict[str, str]:
     """Column name -> kind ("int", "decimal", "date", "datetime", "bool", "str") of the
-    scalar attributes of a model class (what frames and the dlt schema are made of)."""
+    scalar attributes of a model class, request flags left out: the one column table
+    that frames and the dlt source's tables are made of."""
     attrs.resolve_types(cls)
     columns: dict[str, str] = {}
     for field in attrs.fields(cls):
         args = [a for a in typing.get_args(field.type) if a is not type(None)] or [field.type]
         kind = _KINDS.get(args[0]) if len(args) == 1 else None
-        if kind is not None:
+        if kind is not None and field.name not in _REQUEST_ONLY:
             columns[field.name] = kind
     return columns
+
+
+def arrow_type(name: str, kind: str) -> pyarrow.DataType:
+    """The Arrow type of the column `name` of kind `kind` (`scalar_columns`): decimals by
+    `decimal_type`, datetimes in UTC to the microsecond, as Python holds them."""
+    import pyarrow as pa
+
+    if kind == "decimal":
+        return pa.decimal128(*decimal_type(name))
+    types = {
+        "int": pa.int64(),
+        "bool": pa.bool_(),
+        "str": pa.string(),
+        "date": pa.date32(),
+        "datetime": pa.timestamp("us", tz="UTC"),
+    }
+    return types[kind]
 
 
 def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pandas.DataFrame:
@@ -141,7 +164,7 @@ def _frame(rows: list[dict[str, Any]], columns: dict[str, str]) -> pandas.DataFr
             array = held_decimals(name, exact)
             data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "date":
-            array = pa.array(values, type=pa.date32())
+            array = pa.array(values, type=arrow_type(name, kind))
             data[name] = pd.Series(pd.arrays.ArrowExtensionArray(array))
         elif kind == "datetime":
             data[name] = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
@@ -186,10 +209,7 @@ def _rows(items: Iterable[Any]) -> tuple[list[dict[str, Any]], list[dict[str, An
 def _line_columns() -> dict[str, str]:
     from invoicing_async._models.invoice import InvoiceDetail
 
-    columns = scalar_columns(InvoiceDetail)
-    columns.pop("destroy", None)  # a request flag, never data
-    columns["invoice_id"] = "int"
-    return columns
+    return {**scalar_columns(InvoiceDetail), "invoice_id": "int"}
 
 
 def invoices_dataframe(invoices: Iterable[Any]) -> pandas.DataFrame:

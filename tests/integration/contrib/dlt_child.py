@@ -2,17 +2,19 @@
 loads the `invoices` resource into a DuckDB file and stops before each SQL statement of
 its load step, counting the committed rows of `invoices` first.
 
-Lines out: `loading` (the load step begins), then per statement `rows N D` (rows and
-distinct ids a reader sees) and `step`, after which it waits for a line in; `done` last.
-Run as `python -m tests.integration.contrib.dlt_child URL USER PASSWORD DIR DATABASE`.
+Forked from the tests' forkserver (tests/forked.py, which imported this module, dlt and
+the package once), it speaks over a pipe: out `loading` (the load step begins), then per
+statement `rows N D` (rows and distinct ids a reader sees) and `step`, after which it
+waits for a message in; `done` last.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
+import os
 import threading
 from collections.abc import Iterator
+from multiprocessing.connection import Connection
 from typing import Any
 
 import dlt
@@ -24,12 +26,12 @@ from invoicing_async.contrib.dlt import invoicing_source
 COUNT = "SELECT COUNT(*), COUNT(DISTINCT id) FROM invoicing.invoices"
 
 
-def say(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def main(base_url: str, username: str, password: str, folder: str, database: str) -> None:
+def run(args: tuple[str, str, str, str, str], pipe: Connection) -> None:
+    """The load of `args` (URL, user, password, folder, database), told through `pipe`."""
+    base_url, username, password, folder, database = args
+    os.environ["DLT_DATA_DIR"] = os.path.join(folder, "dlt")
+    os.environ["RUNTIME__DLTHUB_TELEMETRY"] = "false"
+    os.environ["LOAD__WORKERS"] = "1"
     pipeline = dlt.pipeline(
         pipeline_name="invoicing_test",
         pipelines_dir=folder,
@@ -53,20 +55,16 @@ def main(base_url: str, username: str, password: str, folder: str, database: str
         ) -> Iterator[Any]:
             with turn:
                 rows, distinct = connection.execute(COUNT).fetchone() or (0, 0)
-                say(f"rows {rows} {distinct}")
-                say("step")
-                sys.stdin.readline()
+                pipe.send(f"rows {rows} {distinct}")
+                pipe.send("step")
+                pipe.recv()
             with query(client, sql, *args, **kwargs) as cursor:
                 yield cursor
 
         DuckDbSqlClient.execute_query = announced  # type: ignore[method-assign,assignment]
-        say("loading")
+        pipe.send("loading")
         pipeline.load()
         DuckDbSqlClient.execute_query = query  # type: ignore[method-assign]
         rows, distinct = connection.execute(COUNT).fetchone() or (0, 0)
-        say(f"rows {rows} {distinct}")
-    say("done")
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:6])
+        pipe.send(f"rows {rows} {distinct}")
+    pipe.send("done")
