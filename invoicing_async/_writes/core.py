@@ -8,9 +8,7 @@ import enum
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Literal
-
-import attrs
+from typing import Literal, NamedTuple
 
 from invoicing_async.errors import IdempotencyKeyError
 from invoicing_async.models import Invoice, InvoicePayment
@@ -44,11 +42,11 @@ MAX_KEY_LENGTH = 255
 CLOCK_TOLERANCE = 2.0
 
 
-@attrs.frozen
-class Intent:
+class Intent(NamedTuple):
     """A keyed write as recorded before it is sent: what it is (kind, target, fingerprint of
     the body, `detail`: what a look compares, as JSON), when (wall-clock seconds), and the
-    highest invoice id the journal knew then."""
+    highest invoice id the journal knew then. (Named tuples: made on every keyed write, in
+    one C call.)"""
 
     scope: str
     key: str
@@ -63,14 +61,10 @@ class Intent:
         """This intent with the highest invoice id the journal knew when it was claimed."""
         if since_id == self.since_id:
             return self
-        return Intent(
-            self.scope, self.key, self.kind, self.target, self.fingerprint, self.detail,
-            self.at, since_id,
-        )  # fmt: skip
+        return tuple.__new__(Intent, (*self[:7], since_id))
 
 
-@attrs.frozen
-class Record:
+class Record(NamedTuple):
     """An intent with its outcome: `pending` (sent or about to be; unknown), or `applied`
     with the answer document in the journal's format."""
 
@@ -91,8 +85,7 @@ class Step(enum.Enum):
     WAIT = "wait"  # another writer holds it now
 
 
-@attrs.frozen
-class Claim:
+class Claim(NamedTuple):
     step: Step
     record: Record
 

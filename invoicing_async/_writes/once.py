@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import attrs
 
@@ -29,13 +30,13 @@ AMBIGUOUS = (APIConnectionError, ServerError, DecodeError, ResponseTooLargeError
 _WAITS = 200  # polls of a key another writer holds (0.05 s doubling to 2 s: > the lease)
 
 
-@attrs.frozen
-class Answer:
-    """The applied write's answer document (the journal's replay) and the id it made."""
+class Answer(NamedTuple):
+    """The applied write's answer document (the journal's replay), the id it made, and its
+    model when it had to be decoded to be told apart."""
 
     body: bytes
     ident: int | None = None
-    model: object = attrs.field(default=None, eq=False)
+    model: object = None
 
 
 Send = Callable[[], Awaitable[Answer]]
@@ -43,8 +44,9 @@ Send = Callable[[], Awaitable[Answer]]
 Look = Callable[[Intent], Awaitable[Answer | None]]
 
 
-@attrs.frozen
-class KeyedWrite:
+class KeyedWrite(NamedTuple):
+    """A write with its key: what `intent` records of it before it is sent."""
+
     kind: Kind
     key: str
     target: int | None
