@@ -113,6 +113,20 @@ class WatchedJobManager(JobManager):
         call = super().update_heartbeat(*args, **kwargs)
         await self._watched("the worker heartbeat failed", call)
 
+    async def finish_job(self, *args: Any, **kwargs: Any) -> None:
+        await self._watched("recording a job's end failed", super().finish_job(*args, **kwargs))
+
+    async def retry_job(self, *args: Any, **kwargs: Any) -> None:
+        await self._watched("recording a job's retry failed", super().retry_job(*args, **kwargs))
+
+
+def _retrieve_exception(task: asyncio.Task[Any]) -> None:
+    """A job's task ended: its exception retrieved (procrastinate does not retrieve it when
+    recording the job's end failed, and asyncio would log it as never retrieved; the
+    failure is the manager's, and the worker exits on it)."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        logger.debug("a job's task ended in error: %s", describe(exc))
+
 
 class Jobs:
     """Our tables and procrastinate's app on one database (one pool); open with ``async with``.
@@ -149,6 +163,9 @@ class Jobs:
 
         @self.app.task(name=SYNC_TASK, retry=False, pass_context=True)
         async def sync_account(context: JobContext, account: str) -> str:
+            job_task = asyncio.current_task()  # procrastinate's task of this job
+            if job_task is not None:
+                job_task.add_done_callback(_retrieve_exception)
             return await self.sync(account, job_id=context.job.id, worker=context.worker_name)
 
         @self.app.periodic(cron="* * * * *", periodic_id="dispatch")

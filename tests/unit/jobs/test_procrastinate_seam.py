@@ -1,4 +1,4 @@
-"""The worker's health signal rests on four methods of procrastinate's `JobManager` that
+"""The worker's health signal rests on six methods of procrastinate's `JobManager` that
 `WatchedJobManager` overrides: a release that renames one, changes its parameters or stops
 calling it through `app.job_manager` would switch the signal off without an error. These
 tests fail first (procrastinate is pinned below its next major release as well)."""
@@ -24,6 +24,8 @@ OVERRIDDEN = {
     "listen_for_jobs": (["self", "on_notification", "queues"], worker),
     "defer_periodic_job": (["self", "job", "periodic_id", "defer_timestamp"], periodic),
     "update_heartbeat": (["self", "worker_id"], worker),
+    "finish_job": (["self", "job", "status", "delete_job"], worker),
+    "retry_job": (["self", "job", "retry_at", "priority", "queue", "lock"], worker),
 }
 
 
