@@ -12,7 +12,8 @@ The measurement's own two connections (a count every 0.5 s, pg_stat_activity for
 backends) are shown apart and left out of the per-run figures.
 
 python -m benchmarks.bench_fleet [--accounts 300] [--invoices 100] [--passes 3] [--idle 30]
-    [--json OUT]
+    [--pause 3] [--json OUT]
+(--accounts 10000: the fleet run's size, measured the same way)
 """
 
 from __future__ import annotations
@@ -235,7 +236,9 @@ def _print(phase: Phase) -> None:
         print(f"   {per:8.3f}  {text}", file=sys.stderr)
 
 
-async def measure(accounts: int, invoices: int, passes: int, idle: float) -> list[Phase]:
+async def measure(
+    accounts: int, invoices: int, passes: int, idle: float, pause: float = 3.0
+) -> list[Phase]:
     with (
         tempfile.TemporaryDirectory(prefix="bench-fleet-") as name,
         start_postgres(
@@ -313,7 +316,7 @@ async def measure(accounts: int, invoices: int, passes: int, idle: float) -> lis
                     phases.append(await fleet.phase(label, enqueue, complete, runs))
                     _print(phases[-1])
                     last = int(db.one("/* bench */ SELECT max(id) FROM invoicing_runs"))
-                    await asyncio.sleep(3)
+                    await asyncio.sleep(pause)  # 70 s or more: autovacuum visits the tables
                 refused = sum(c[1] for c in (await fake.counters()).values())
                 overlaps = db.one(
                     "/* bench */ SELECT count(*) FROM invoicing_runs a JOIN invoicing_runs b"
@@ -337,10 +340,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--invoices", type=int, default=100)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--idle", type=float, default=30.0)
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=3.0,
+        help="seconds between passes (past a minute, autovacuum runs between them, as it "
+        "does between an operator's bursts of runs)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     os.environ.setdefault(SECRET_ENV, "bench-pw")
-    phases = asyncio.run(measure(args.accounts, args.invoices, args.passes, args.idle))
+    phases = asyncio.run(measure(args.accounts, args.invoices, args.passes, args.idle, args.pause))
     if args.json:
         args.json.write_text(json.dumps([p.as_dict() for p in phases], indent=1))
     return 0
