@@ -44,7 +44,8 @@ def timed_worker(log: str, argv: list[str]) -> int:
         return main(argv)
     import cProfile  # where a worker's CPU goes: `BENCH_JOBS_PROFILE=DIR`, one file a worker
 
-    profiler = cProfile.Profile()
+    # CPU seconds, not wall: on a shared machine wall time counts the other processes too.
+    profiler = cProfile.Profile(time.process_time)
     try:
         return profiler.runcall(main, argv)
     finally:

@@ -210,6 +210,7 @@ class Jobs:
                 row = await cursor.fetchone()
                 if row is not None and not row[0]:
                     await conn.execute(SchemaManager.get_schema())
+                await conn.execute(SQL["tune_procrastinate"])
         return [f"{m.component}/{m.name}" for m in applied]
 
     async def enqueue(self, names: list[str]) -> dict[str, str]:

@@ -61,6 +61,13 @@ class SyncRevisions(Mapping[int, int]):
         made._sorted = all(map(operator.lt, ids, islice(ids, 1, None)))
         return made
 
+    def same_as(self, other: SyncRevisions) -> bool:
+        """Whether both hold the same ids at the same revisions (two array comparisons, in
+        C: a sync run that finds nothing changed asks this first)."""
+        self._settle()
+        other._settle()
+        return self._ids == other._ids and self._revisions == other._revisions
+
     def add(self, ident: int, revision: int) -> None:
         ids = self._ids
         if ids and ident <= ids[-1]:

@@ -3,6 +3,8 @@ one line, and what to check. Imports nothing of psycopg until a URL is parsed.""
 
 from __future__ import annotations
 
+import functools
+
 from invoicing_async.errors import StoreError
 
 __all__ = ["describe", "error_for", "where_of"]
@@ -33,6 +35,7 @@ _ADVICE: dict[str, str] = {
 }
 
 
+@functools.lru_cache(maxsize=64)  # a worker asks for its one URL's at every run
 def where_of(conninfo: str) -> str:
     """``postgresql://user@host:port/dbname`` of a URL or conninfo, without a password."""
     try:

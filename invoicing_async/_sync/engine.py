@@ -119,8 +119,9 @@ class SyncEngine:
     async def _run(self) -> SyncReport:
         started = time.monotonic()
         first_request = self.client.requests_sent
-        plan, _ = await self.plan()
-        await self.client.budget.refresh()  # a shared budget is read afresh
+        plan, spent = await self.plan()
+        if not spent:  # a shared budget is read afresh (the list's settle already did)
+            await self.client.budget.refresh()
         report = SyncReport(
             listed=plan.listed,
             unchanged=plan.unchanged,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from invoicing_async._models.session import SyncRevisions
 from invoicing_async._sync.store import PendingEntry
 
 __all__ = ["BATCH_SIZE", "SyncPlan", "batches_for", "plan_sync"]
@@ -63,6 +64,14 @@ def plan_sync(
     An id is fetched when new, listed at another revision (lower: `regressed`), or fetched
     within its revision's second. Ids quarantined at the same revision are skipped for
     `quarantine_for` seconds. Ids pending from an interrupted run go first."""
+    if (
+        not pending
+        and isinstance(listed, SyncRevisions)
+        and isinstance(stored, SyncRevisions)
+        and listed.same_as(stored)
+    ):  # nothing changed (the usual run): what the loop below finds, without it
+        return SyncPlan(listed=len(listed), to_fetch=[], new=0, changed=0, pending={},
+                        unchanged=len(listed))  # fmt: skip
     new: list[int] = []
     changed: list[int] = []
     unchanged = 0

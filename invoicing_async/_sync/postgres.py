@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from array import array
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -32,12 +33,13 @@ SCHEMA = migrations.Component("store", "invoicing_async._sync", sign="invoicing_
 T = TypeVar("T")
 
 # The plan replaced in one statement: rows no longer in it deleted, the others upserted.
+# Its arrays go in binary (%b), as UPSERT_BATCH's: the text format quotes each element.
 _SAVE_PENDING = (
     "WITH gone AS (DELETE FROM invoicing_pending WHERE account = %s"
-    " AND NOT id = ANY(%s::bigint[]))"
+    " AND NOT id = ANY(%b::bigint[]))"
     " INSERT INTO invoicing_pending (account, id, revision, attempts, quarantined, since)"
-    " SELECT %s, * FROM unnest(%s::bigint[], %s::bigint[], %s::integer[], %s::boolean[],"
-    " %s::double precision[]) ON CONFLICT (account, id) DO UPDATE SET"
+    " SELECT %s, * FROM unnest(%b::bigint[], %b::bigint[], %b::integer[], %b::boolean[],"
+    " %b::double precision[]) ON CONFLICT (account, id) DO UPDATE SET"
     " revision = EXCLUDED.revision, attempts = EXCLUDED.attempts,"
     " quarantined = EXCLUDED.quarantined, since = EXCLUDED.since"
 )
@@ -179,21 +181,17 @@ class PostgresStore(DocumentQueries):
         binary arrays of 64-bit integers (a small account also reads its pending plan)."""
 
         async def read(conn: Conn) -> tuple[SyncRevisions, dict[int, PendingEntry]]:
-            found = SyncRevisions()
-            pending: dict[int, PendingEntry] = {}
             cursor = await conn.execute(
                 _REVISIONS_AND_PENDING, (self.account, REVISIONS_PAGE, self.account), binary=True
             )
-            page = 0
-            last = 0
-            for row in await cursor.fetchall():
-                ident, revision, attempts = row[:3]
-                if attempts is None:
-                    found.add(ident, revision)
-                    page += 1
-                    last = max(last, ident)
-                else:
-                    pending[ident] = PendingEntry(*row)
+            rows = await cursor.fetchall()
+            live = [row for row in rows if row[2] is None]
+            pending = {row[0]: PendingEntry(*row) for row in rows if row[2] is not None}
+            ids = array("q", [row[0] for row in live])
+            # As adding each pair in turn would, with the arrays built in one go.
+            found = SyncRevisions.from_arrays(ids, array("q", [row[1] for row in live]))
+            page = len(ids)
+            last = max(ids) if ids else 0
             while page == REVISIONS_PAGE:
                 cursor = await conn.execute(
                     _REVISIONS_AFTER, (self.account, last, REVISIONS_PAGE), binary=True
@@ -309,18 +307,20 @@ class PostgresStore(DocumentQueries):
         if not rows and self._pending_stored is False:
             return
 
+        ids = [e.id for e in rows]
+
         async def write(conn: Conn) -> None:
             await conn.execute(
                 _SAVE_PENDING,
                 (
                     self.account,
-                    [e.id for e in rows],
+                    ids,
                     self.account,
-                    [e.id for e in rows],
+                    ids,
                     [e.revision for e in rows],
                     [e.attempts for e in rows],
-                    [e.quarantined for e in rows],
-                    [e.since for e in rows],
+                    [bool(e.quarantined) for e in rows],
+                    [float(e.since) for e in rows],  # one type a list, in binary
                 ),
             )
 
