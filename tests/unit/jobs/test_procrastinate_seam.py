@@ -62,3 +62,14 @@ def test_procrastinate_is_pinned_below_its_next_major_release() -> None:
     for pin in pins:
         assert pin.specifier.contains(installed), (pin, installed)
         assert not pin.specifier.contains(f"{major + 1}.0"), f"{pin} admits {major + 1}.0"
+
+
+def test_the_fetch_function_db_migrate_tunes_is_procrastinates() -> None:
+    """`db migrate` turns sequential scans off for procrastinate's fetch function, by its
+    name and arguments: a release that renames it would leave the fetch untuned."""
+    from procrastinate.schema import SchemaManager
+
+    schema = SchemaManager.get_schema()
+    assert "FUNCTION procrastinate_fetch_job_v2(" in schema
+    assert "target_queue_names character varying[]" in schema
+    assert "p_worker_id bigint" in schema
