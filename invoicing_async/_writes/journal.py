@@ -253,18 +253,7 @@ class SQLiteJournal:
                 mine = intent.with_since(since)
                 db.execute(
                     sql["insert_intent"],
-                    (
-                        mine.scope,
-                        mine.key,
-                        mine.kind,
-                        mine.target,
-                        mine.fingerprint,
-                        mine.detail,
-                        mine.at,
-                        mine.since_id,
-                        owner,
-                        lease_until,
-                    ),
+                    (*mine, owner, lease_until),  # the intent's fields in the table's order
                 )
                 db.execute("COMMIT")
                 return Claim(Step.SEND, Record(mine, "pending", owner, lease_until))

@@ -85,18 +85,7 @@ class PostgresJournal:
                 mine = intent.with_since(since)
                 cursor = await conn.execute(
                     sql["insert_intent"],
-                    (
-                        mine.scope,
-                        mine.key,
-                        mine.kind,
-                        mine.target,
-                        mine.fingerprint,
-                        mine.detail,
-                        mine.at,
-                        mine.since_id,
-                        owner,
-                        lease_until,
-                    ),
+                    (*mine, owner, lease_until),  # the intent's fields in the table's order
                 )
                 if cursor.rowcount == 1:
                     return Claim(Step.SEND, Record(mine, "pending", owner, lease_until))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.report import MissingResultError, markdown_table, render_markers
+from tests.acceptance.docs_hooks import build_one_page
 
 ROOT = Path(__file__).parents[2]
 
@@ -94,23 +94,9 @@ def test_the_runner_prints_the_same_table() -> None:
 
 def build(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
     """`mkdocs build --strict` of a one-page site using the docs' hook and RESULTS."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "index.md").write_text(page, encoding="utf-8")
     (tmp_path / "benchmarks" / "results").mkdir(parents=True)
     (tmp_path / "benchmarks" / "results" / "latest.json").write_text(json.dumps(RESULTS))
-    hook = ROOT / "docs" / "_hooks" / "bench_tables.py"
-    (tmp_path / "mkdocs.yml").write_text(
-        f"site_name: t\nhooks: [{hook}]\nmarkdown_extensions: [tables, md_in_html]\n",
-        encoding="utf-8",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return build_one_page(tmp_path, page, "bench_tables", "[tables, md_in_html]")
 
 
 def test_the_hook_puts_tables_into_the_built_site(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -10,6 +9,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.acceptance.docs_hooks import build_one_page, load_hook
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,13 +25,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 @pytest.fixture(scope="module")
 def diagrams() -> ModuleType:
     """The hook module, loaded from its file as mkdocs loads it."""
-    spec = importlib.util.spec_from_file_location("docs_hook_diagrams", HOOK)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_hook("diagrams")
 
 
 def test_the_layers_diagram_is_the_import_linter_contract(diagrams: ModuleType) -> None:
@@ -66,17 +61,7 @@ def test_the_pages_readers_need_them_on_have_them() -> None:
 
 def build(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
     """`mkdocs build --strict` of a one-page site using the diagrams hook."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "index.md").write_text(page, encoding="utf-8")
-    (tmp_path / "mkdocs.yml").write_text(f"site_name: t\nhooks: [{HOOK}]\n", encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return build_one_page(tmp_path, page, "diagrams")
 
 
 def test_the_hook_puts_the_svg_into_the_built_site(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +13,7 @@ import attrs
 import pytest
 
 from invoicing_async import errors, models
+from tests.acceptance.docs_hooks import load_hook
 from tests.unit.test_exports import PUBLIC_MODULES
 
 ROOT = Path(__file__).parents[2]
@@ -23,14 +23,7 @@ WHOLE = {"invoicing_async.errors", "invoicing_async.contrib.dlt", "invoicing_asy
 
 
 def hook() -> ModuleType:
-    path = ROOT / "docs" / "_hooks" / "model_fields.py"
-    spec = importlib.util.spec_from_file_location("model_fields_hook", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_hook("model_fields")
 
 
 def shown() -> set[str]:
