@@ -30,7 +30,7 @@ import aiohttp
 import xmltodict
 
 import invoicing_async as ia
-from benchmarks.common import Result
+from benchmarks.common import Result, in_flight
 from benchmarks.server import FakeServerProcess
 from invoicing_async._budget.budget import spender_of
 from invoicing_async._budget.ledger import Grant
@@ -61,13 +61,7 @@ def _prefilled_budget(limit: int, held: int) -> ia.RateBudget:
 
 async def _in_flight(count: int, call: Callable[[int], Awaitable[object]]) -> None:
     """`count` calls, IN_FLIGHT at a time."""
-    queue = iter(range(count))
-
-    async def worker() -> None:
-        for i in queue:
-            await call(i)
-
-    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    await in_flight(count, call, IN_FLIGHT)
 
 
 def _raw_get(

@@ -23,7 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import invoicing_async as ia
-from benchmarks.common import Result
+from benchmarks.common import Result, in_flight
 from benchmarks.server import FakeServerProcess
 from invoicing_async import models as m
 from invoicing_async.testing import FakeInvoicingService, FaultPlan
@@ -42,13 +42,8 @@ def _invoice() -> m.Invoice:
 
 
 async def _in_flight(count: int, call: Callable[[int], Awaitable[object]]) -> None:
-    queue = iter(range(count))
-
-    async def worker() -> None:
-        for i in queue:
-            await call(i)
-
-    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    """`count` calls, IN_FLIGHT at a time."""
+    await in_flight(count, call, IN_FLIGHT)
 
 
 async def _cpu(calls: int, call: Callable[[int], Awaitable[object]]) -> float:

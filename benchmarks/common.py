@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -75,3 +76,14 @@ def _timed(fn: Callable[[], object]) -> float:
         return time.perf_counter() - start
     finally:
         gc.enable()
+
+
+async def in_flight(count: int, call: Callable[[int], Awaitable[object]], width: int) -> None:
+    """`call(0)` ... `call(count - 1)`, `width` of them in flight at a time."""
+    queue = iter(range(count))
+
+    async def worker() -> None:
+        for i in queue:
+            await call(i)
+
+    await asyncio.gather(*(worker() for _ in range(width)))
